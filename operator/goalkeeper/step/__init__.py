@@ -1,0 +1,1 @@
+"""The step runtime: `goalkeeper-step observe | act | repair`."""
