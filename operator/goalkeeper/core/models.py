@@ -41,7 +41,7 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-def _trimmed_text(limit: int) -> Any:
+def _trimmed(limit: int) -> AfterValidator:
     def check(value: str) -> str:
         trimmed = value.strip()
         if not trimmed:
@@ -50,26 +50,32 @@ def _trimmed_text(limit: int) -> Any:
             raise ValueError(f"must be at most {limit} characters after trimming")
         return trimmed
 
-    return Annotated[
-        str,
-        Field(min_length=1, max_length=limit + WHITESPACE_ALLOWANCE),
-        AfterValidator(check),
-        Field(json_schema_extra={"x-goalkeeper-trimmed": limit}),
-    ]
+    return AfterValidator(check)
 
 
-def Text(limit: int) -> Any:  # noqa: N802 - reads as a type in annotations
-    """A bounded, non-blank string (bounds checked after trimming)."""
-    return _trimmed_text(limit)
+def _text_field(limit: int) -> Any:
+    # The CRD generator turns the marker into CEL rules, so both layers hold the same bound.
+    return Field(
+        min_length=1,
+        max_length=limit + WHITESPACE_ALLOWANCE,
+        json_schema_extra={"x-goalkeeper-trimmed": limit},
+    )
 
 
-def OptionalText(limit: int) -> Any:  # noqa: N802
-    """A bounded string that may be empty (used where the engine reports the absence)."""
-    return Annotated[str, Field(max_length=limit)]
-
+# Non-blank text, bounded after trimming.
+Text200 = Annotated[str, _text_field(200), _trimmed(200)]
+Text1000 = Annotated[str, _text_field(1000), _trimmed(1000)]
+Text2000 = Annotated[str, _text_field(2000), _trimmed(2000)]
+Text4000 = Annotated[str, _text_field(4000), _trimmed(4000)]
+Text8000 = Annotated[str, _text_field(8000), _trimmed(8000)]
+# Text that may be empty, where the engine itself reports the absence.
+MaybeText1000 = Annotated[str, Field(max_length=1000)]
+MaybeText2000 = Annotated[str, Field(max_length=2000)]
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, min_length=1, max_length=200)]
-ShortList = Annotated[list[Annotated[str, Field(min_length=1, max_length=1000)]], Field(max_length=64)]
+ShortList = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=1000)]], Field(max_length=64)
+]
 
 
 # --- the public input --------------------------------------------------------------------
@@ -78,21 +84,21 @@ ShortList = Annotated[list[Annotated[str, Field(min_length=1, max_length=1000)]]
 class MonitorSpec(Model):
     """The public input of a Monitor: exactly four fields."""
 
-    task: Text(TASK_MAX) = Field(  # type: ignore[valid-type]
+    task: Text8000 = Field(
         description=(
             "What must get done, in plain words: the goal, what may and may not be "
             "touched, cost limits, required checks and allowed recovery actions. "
             f"1-{TASK_MAX} characters after trimming."
         )
     )
-    stopWhen: Text(STOP_WHEN_MAX) = Field(  # type: ignore[valid-type]  # noqa: N815
+    stopWhen: Text4000 = Field(
         default=DEFAULT_STOP_WHEN,
         description=(
             f"When monitoring ends. 1-{STOP_WHEN_MAX} characters after trimming. "
             f"Default: {DEFAULT_STOP_WHEN!r}"
         ),
     )
-    everyMinutes: StrictInt = Field(  # noqa: N815
+    everyMinutes: StrictInt = Field(
         default=EVERY_MINUTES_DEFAULT,
         ge=EVERY_MINUTES_MIN,
         le=EVERY_MINUTES_MAX,
@@ -101,7 +107,7 @@ class MonitorSpec(Model):
             f"moving or waiting. {EVERY_MINUTES_MIN}-{EVERY_MINUTES_MAX}."
         ),
     )
-    maxChecks: StrictInt = Field(  # noqa: N815
+    maxChecks: StrictInt = Field(
         default=MAX_CHECKS_DEFAULT,
         ge=MAX_CHECKS_MIN,
         le=MAX_CHECKS_MAX,
@@ -140,29 +146,29 @@ class WorkState(StrEnum):
 class ObservedStopReason(StrEnum):
     """Why an observation asks to stop: a closed set."""
 
-    goalComplete = "goalComplete"  # noqa: N815
-    materialBlocker = "materialBlocker"  # noqa: N815
-    outsideAuthority = "outsideAuthority"  # noqa: N815
-    paidActionNotApproved = "paidActionNotApproved"  # noqa: N815
-    protectedContractChange = "protectedContractChange"  # noqa: N815
-    credentialWithoutAuthority = "credentialWithoutAuthority"  # noqa: N815
-    invalidCheckpoint = "invalidCheckpoint"  # noqa: N815
-    userRequested = "userRequested"  # noqa: N815
+    goalComplete = "goalComplete"
+    materialBlocker = "materialBlocker"
+    outsideAuthority = "outsideAuthority"
+    paidActionNotApproved = "paidActionNotApproved"
+    protectedContractChange = "protectedContractChange"
+    credentialWithoutAuthority = "credentialWithoutAuthority"
+    invalidCheckpoint = "invalidCheckpoint"
+    userRequested = "userRequested"
 
 
 class StopReason(StrEnum):
     """Why a monitor stopped: every observed reason plus those the engine decides itself."""
 
-    goalComplete = "goalComplete"  # noqa: N815
-    materialBlocker = "materialBlocker"  # noqa: N815
-    outsideAuthority = "outsideAuthority"  # noqa: N815
-    paidActionNotApproved = "paidActionNotApproved"  # noqa: N815
-    protectedContractChange = "protectedContractChange"  # noqa: N815
-    credentialWithoutAuthority = "credentialWithoutAuthority"  # noqa: N815
-    invalidCheckpoint = "invalidCheckpoint"  # noqa: N815
-    userRequested = "userRequested"  # noqa: N815
-    repairRepeated = "repairRepeated"  # noqa: N815
-    safetyLimit = "safetyLimit"  # noqa: N815
+    goalComplete = "goalComplete"
+    materialBlocker = "materialBlocker"
+    outsideAuthority = "outsideAuthority"
+    paidActionNotApproved = "paidActionNotApproved"
+    protectedContractChange = "protectedContractChange"
+    credentialWithoutAuthority = "credentialWithoutAuthority"
+    invalidCheckpoint = "invalidCheckpoint"
+    userRequested = "userRequested"
+    repairRepeated = "repairRepeated"
+    safetyLimit = "safetyLimit"
     blocked = "blocked"
     cancelled = "cancelled"
 
@@ -177,21 +183,21 @@ class Money(Model):
 class Contract(Model):
     """The authority the observation found in the task, stop rule and cluster instructions."""
 
-    goal: Text(TASK_MAX) = Field(description="The complete goal.")  # type: ignore[valid-type]
-    allowedFiles: ShortList = Field(default_factory=list)  # noqa: N815
-    allowedSystems: ShortList = Field(default_factory=list)  # noqa: N815
-    allowedResources: ShortList = Field(default_factory=list)  # noqa: N815
-    forbiddenChanges: ShortList = Field(default_factory=list)  # noqa: N815
-    costCeiling: Money | None = Field(  # noqa: N815
+    goal: Text8000 = Field(description="The complete goal.")
+    allowedFiles: ShortList = Field(default_factory=list)
+    allowedSystems: ShortList = Field(default_factory=list)
+    allowedResources: ShortList = Field(default_factory=list)
+    forbiddenChanges: ShortList = Field(default_factory=list)
+    costCeiling: Money | None = Field(
         default=None, description="Cumulative cost ceiling; null when the task sets none."
     )
-    protectedContracts: ShortList = Field(  # noqa: N815
+    protectedContracts: ShortList = Field(
         default_factory=list,
         description="Provider, runtime, method and data contracts that must not change.",
     )
-    requiredChecks: ShortList = Field(default_factory=list)  # noqa: N815
-    stopConditions: ShortList = Field(default_factory=list)  # noqa: N815
-    allowedRecoveryActions: ShortList = Field(default_factory=list)  # noqa: N815
+    requiredChecks: ShortList = Field(default_factory=list)
+    stopConditions: ShortList = Field(default_factory=list)
+    allowedRecoveryActions: ShortList = Field(default_factory=list)
 
 
 class ActionKind(StrEnum):
@@ -204,7 +210,7 @@ class AuthorizedAction(Model):
     """A safe action the user has already authorized, listed even when none is needed now."""
 
     id: Identifier = Field(description="Stable id, referenced by action requests.")
-    description: Text(1000)  # type: ignore[valid-type]
+    description: Text1000
     paid: StrictBool = Field(default=False, description="Whether running it costs money.")
 
 
@@ -228,40 +234,38 @@ class ProgressTrack(Model):
     """One independent progress track, as read from the target."""
 
     key: Identifier
-    label: Text(200)  # type: ignore[valid-type]
+    label: Text200
     status: TrackStatus
     completed: Number | None = None
     total: Number | None = None
     unit: Annotated[str, Field(max_length=40)] = ""
-    sourceEta: datetime | None = Field(  # noqa: N815
+    sourceEta: datetime | None = Field(
         default=None, description="An ETA the target itself publishes; never an invented one."
     )
-    observedAt: datetime = Field(description="When the target's value was observed.")  # noqa: N815
+    observedAt: datetime = Field(description="When the target's value was observed.")
 
 
 class ActionRequest(Model):
     """One precise action, with the authority that covers it."""
 
     kind: ActionKind
-    incomplete: Text(2000) = Field(description="What is incomplete.")  # type: ignore[valid-type]
-    evidence: Text(4000) = Field(description="Observed facts that prove it.")  # type: ignore[valid-type]
-    action: Text(2000) = Field(description="The exact next action.")  # type: ignore[valid-type]
-    authorizedActionId: Annotated[str, Field(max_length=200)] = Field(  # noqa: N815
+    incomplete: Text2000 = Field(description="What is incomplete.")
+    evidence: Text4000 = Field(description="Observed facts that prove it.")
+    action: Text2000 = Field(description="The exact next action.")
+    authorizedActionId: Annotated[str, Field(max_length=200)] = Field(
         description="The id of the authorized action that covers this one."
     )
-    authorityBasis: OptionalText(2000) = Field(  # type: ignore[valid-type]  # noqa: N815
-        description="Why existing authority covers the action."
-    )
-    mutationSet: Annotated[  # noqa: N815
+    authorityBasis: MaybeText2000 = Field(description="Why existing authority covers the action.")
+    mutationSet: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=1000)]], Field(max_length=64)
     ] = Field(description="Files, systems or resources that may change.")
-    verification: Text(2000) = Field(description="How to verify the action.")  # type: ignore[valid-type]
-    failureId: Identifier = Field(description="Stable id of the failure, from observed facts.")  # noqa: N815
-    targetStateId: Identifier = Field(  # noqa: N815
+    verification: Text2000 = Field(description="How to verify the action.")
+    failureId: Identifier = Field(description="Stable id of the failure, from observed facts.")
+    targetStateId: Identifier = Field(
         description="Stable id of the relevant target state, from observed facts."
     )
-    estimatedCost: Money | None = Field(default=None, description="For paid work.")  # noqa: N815
-    approval: OptionalText(1000) | None = Field(  # type: ignore[valid-type]
+    estimatedCost: Money | None = Field(default=None, description="For paid work.")
+    approval: MaybeText1000 | None = Field(
         default=None, description="The spending approval a paid action relies on."
     )
 
@@ -272,19 +276,19 @@ class Observation(Model):
     route: Route
     goal: GoalState
     work: WorkState
-    observation: Text(8000) = Field(description="Current facts.")  # type: ignore[valid-type]
-    report: Text(4000) = Field(description="Concise update for the user.")  # type: ignore[valid-type]
-    reason: Text(2000) = Field(description="Why this route.")  # type: ignore[valid-type]
+    observation: Text8000 = Field(description="Current facts.")
+    report: Text4000 = Field(description="Concise update for the user.")
+    reason: Text2000 = Field(description="Why this route.")
     contract: Contract
-    authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=64)] = Field(  # noqa: N815
+    authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=64)] = Field(
         default_factory=list
     )
     progress: Annotated[list[ProgressTrack], Field(min_length=1, max_length=256)] | None = None
-    observedSpend: Money | None = Field(  # noqa: N815
+    observedSpend: Money | None = Field(
         default=None, description="Spend so far, as the target's own records show it."
     )
     action: ActionRequest | None = None
-    stopReason: ObservedStopReason | None = None  # noqa: N815
+    stopReason: ObservedStopReason | None = None
 
     @model_validator(mode="after")
     def _route_fields(self) -> Self:
@@ -317,6 +321,257 @@ class ActionResult(Model):
     """What an act or repair step returns."""
 
     outcome: Outcome
-    evidence: Text(4000) = Field(description="Factual evidence of the outcome.")  # type: ignore[valid-type]
+    evidence: Text4000 = Field(description="Factual evidence of the outcome.")
     changed: ShortList = Field(default_factory=list, description="What changed.")
-    actualCost: Money | None = Field(default=None, description="Actual cost where paid.")  # noqa: N815
+    actualCost: Money | None = Field(default=None, description="Actual cost where paid.")
+
+
+# --- what the operator keeps in a Monitor's status ---------------------------------------
+
+
+class MonitorState(StrEnum):
+    active = "active"
+    stopped = "stopped"
+
+
+class StepKind(StrEnum):
+    observe = "observe"
+    act = "act"
+    repair = "repair"
+
+
+Count = Annotated[int, Field(ge=0, le=1_000_000)]
+
+
+class Schedule(Model):
+    """Published only on the wait route; `nextCheckAt` is the truth the timer follows."""
+
+    lastCheckAt: datetime
+    nextCheckAt: datetime
+    everyMinutes: Annotated[int, Field(ge=EVERY_MINUTES_MIN, le=EVERY_MINUTES_MAX)]
+
+
+class Confidence(StrEnum):
+    low = "low"
+    medium = "medium"
+    high = "high"
+
+
+class ProgressSample(Model):
+    at: datetime
+    completed: Number
+
+
+class ProgressEstimate(Model):
+    """A rate range and ETA range from the last usable intervals of one track."""
+
+    rateLow: Number
+    rateHigh: Number
+    ratePer: Annotated[str, Field(max_length=20)] = "hour"
+    etaEarliest: datetime | None = None
+    etaLatest: datetime | None = None
+    confidence: Confidence
+    intervals: Annotated[int, Field(ge=1, le=8)]
+
+
+class TrackState(Model):
+    """One progress track as the monitor remembers it, with its estimate."""
+
+    key: Identifier
+    label: Text200
+    status: TrackStatus
+    completed: Number | None = None
+    total: Number | None = None
+    unit: Annotated[str, Field(max_length=40)] = ""
+    sourceEta: datetime | None = None
+    observedAt: datetime
+    stale: bool = Field(default=False, description="Missing from the latest observation.")
+    samples: Annotated[list[ProgressSample], Field(max_length=9)] = Field(default_factory=list)
+    estimate: ProgressEstimate | None = None
+    etaUnavailable: Annotated[str, Field(max_length=200)] | None = Field(
+        default=None, description="Short reason when no valid estimate exists."
+    )
+
+
+class LastAction(Model):
+    kind: ActionKind
+    action: Text2000
+    outcome: Outcome | None = Field(default=None, description="Null while the step runs.")
+    evidence: Annotated[str, Field(max_length=4000)] = ""
+    failureId: Identifier
+    targetStateId: Identifier
+    check: Count
+    at: datetime
+
+
+class SpendEntry(Model):
+    check: Count
+    action: Text2000
+    cost: Money
+    estimated: bool = Field(description="True when the step reported no actual cost.")
+
+
+class SpendLedger(Model):
+    total: Money | None = None
+    entries: Annotated[list[SpendEntry], Field(max_length=100)] = Field(default_factory=list)
+
+
+class RepairGuard(Model):
+    """The failure and target state of the last completed repair."""
+
+    failureId: Identifier
+    targetStateId: Identifier
+    check: Count
+
+
+class ActionAttempt(Model):
+    """How often one failure in one target state has been acted on."""
+
+    failureId: Identifier
+    targetStateId: Identifier
+    count: Count
+
+
+class StepInFlight(Model):
+    seq: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        description="Step sequence number; a result from any other step is ignored."
+    )
+    kind: StepKind
+    check: Count = Field(description="The check this step belongs to.")
+    startedAt: datetime
+    action: ActionRequest | None = None
+
+
+class StopInfo(Model):
+    reason: StopReason
+    message: Text2000
+    at: datetime
+
+
+class ConditionStatus(StrEnum):
+    true = "True"
+    false = "False"
+    unknown = "Unknown"
+
+
+class Condition(Model):
+    """A condition as the Kubernetes API conventions describe it."""
+
+    type: Annotated[str, Field(pattern=r"^[A-Z][A-Za-z]{0,62}$")]
+    status: ConditionStatus
+    reason: Annotated[str, Field(pattern=r"^[A-Z][A-Za-z0-9]{0,127}$")]
+    message: Annotated[str, Field(max_length=4000)] = ""
+    lastTransitionTime: datetime
+    observedGeneration: Annotated[int, Field(ge=0)] | None = None
+
+
+class MonitorStatus(Model):
+    """Everything the loop knows: the operator can die at any instant and resume from it."""
+
+    monitor: MonitorState = MonitorState.active
+    goal: GoalState = GoalState.unknown
+    work: WorkState = WorkState.unknown
+    checks: Count = Field(default=0, description="Accepted observations.")
+    invalidStreak: Count = Field(default=0, description="Rejected observations in a row.")
+    stepFailureStreak: Count = Field(
+        default=0, description="Observe steps in a row that failed to run."
+    )
+    stepSeq: Count = Field(default=0, description="Steps launched so far.")
+    schedule: Schedule | None = None
+    progress: Annotated[list[TrackState], Field(max_length=256)] = Field(default_factory=list)
+    progressSummary: Annotated[str, Field(max_length=200)] = Field(
+        default="", description="One line for `kubectl get`, e.g. 21/27 modules."
+    )
+    report: Annotated[str, Field(max_length=4000)] | None = None
+    reportedCheck: Count = Field(default=0, description="The check whose report was last emitted.")
+    lastObservation: Observation | None = None
+    lastRejection: Annotated[str, Field(max_length=4000)] | None = None
+    lastAction: LastAction | None = None
+    contract: Contract | None = None
+    authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=64)] = Field(
+        default_factory=list
+    )
+    spend: SpendLedger = Field(default_factory=SpendLedger)
+    repairGuard: RepairGuard | None = None
+    attempts: Annotated[list[ActionAttempt], Field(max_length=64)] = Field(default_factory=list)
+    step: StepInFlight | None = None
+    stop: StopInfo | None = None
+    conditions: Annotated[list[Condition], Field(max_length=8)] = Field(default_factory=list)
+    observedGeneration: Annotated[int, Field(ge=0)] | None = None
+
+
+# --- what a step receives ----------------------------------------------------------------
+
+
+class StepInput(Model):
+    """The whole input of one step, stored in its MonitorStep."""
+
+    kind: StepKind
+    check: Count = Field(description="The check number this step serves (1-based).")
+    maxChecks: Annotated[int, Field(ge=MAX_CHECKS_MIN, le=MAX_CHECKS_MAX)]
+    task: Text8000
+    stopWhen: Text4000
+    previousObservation: Observation | None = None
+    progressSummary: Annotated[str, Field(max_length=4000)] = ""
+    contract: Contract | None = None
+    authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=64)] = Field(
+        default_factory=list
+    )
+    action: ActionRequest | None = Field(default=None, description="For act and repair steps.")
+
+
+# --- the MonitorStep resource ------------------------------------------------------------
+
+
+class StepPhase(StrEnum):
+    Pending = "Pending"
+    Running = "Running"
+    Succeeded = "Succeeded"
+    Failed = "Failed"
+
+
+class StepErrorKind(StrEnum):
+    """Why a step ended without a result; `configuration` errors are not worth a retry."""
+
+    configuration = "configuration"
+    provider = "provider"
+    limits = "limits"
+    invalidOutput = "invalidOutput"
+    internal = "internal"
+
+
+class CostSource(StrEnum):
+    genaiPrices = "genai-prices"
+    configured = "configured"
+    unknown = "unknown"
+
+
+class StepUsage(Model):
+    requests: Count = 0
+    toolCalls: Count = 0
+    inputTokens: Annotated[int, Field(ge=0)] = 0
+    outputTokens: Annotated[int, Field(ge=0)] = 0
+    costUsd: Number | None = Field(default=None, description="Null when the cost is unknown.")
+    costSource: CostSource = CostSource.unknown
+
+
+class MonitorStepSpec(Model):
+    monitor: Annotated[str, Field(min_length=1, max_length=253)]
+    kind: StepKind
+    check: Count
+    seq: Annotated[int, Field(ge=1, le=1_000_000)]
+    input: StepInput
+
+
+class MonitorStepStatus(Model):
+    """Written by the step's pod. `result` is untrusted: the operator validates it again."""
+
+    phase: StepPhase = StepPhase.Pending
+    result: dict[str, Any] | None = Field(
+        default=None, description="An Observation (observe) or an ActionResult (act, repair)."
+    )
+    error: Annotated[str, Field(max_length=4000)] | None = None
+    errorKind: StepErrorKind | None = None
+    usage: StepUsage | None = None
+    startedAt: datetime | None = None
+    finishedAt: datetime | None = None
