@@ -1,0 +1,518 @@
+"""The engine: a pure function from (spec, status, event, now) to (next status, effects).
+
+Every decision goalkeeper makes lives here. Callers turn cluster facts into events and
+carry the effects out; they never decide anything themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from goalkeeper.core import guards
+from goalkeeper.core.models import (
+    ActionKind,
+    ActionRequest,
+    ActionResult,
+    Condition,
+    ConditionStatus,
+    LastAction,
+    Money,
+    MonitorSpec,
+    MonitorState,
+    MonitorStatus,
+    Observation,
+    Outcome,
+    RepairGuard,
+    Route,
+    Schedule,
+    SpendEntry,
+    StepInFlight,
+    StepInput,
+    StepKind,
+    StopInfo,
+    StopReason,
+)
+from goalkeeper.core.progress import prompt_summary, summary_line, update_tracks
+from goalkeeper.core.report import format_report
+
+# An invalid observation or an observe step that failed to run is retried this often in a row.
+MAX_RETRIES_IN_A_ROW = 2
+# The spend ledger keeps this many entries; the total always covers all of them.
+LEDGER_ENTRIES = 100
+
+# --- events --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Started:
+    """The monitor was created, its spec was edited, or the operator resumed it."""
+
+    generation: int | None = None
+
+
+@dataclass(frozen=True)
+class ObservationAccepted:
+    seq: int
+    observation: Observation
+
+
+@dataclass(frozen=True)
+class ObservationRejected:
+    seq: int
+    error: str
+
+
+@dataclass(frozen=True)
+class StepFinished:
+    """An act or repair step ended with a result."""
+
+    seq: int
+    result: ActionResult
+
+
+@dataclass(frozen=True)
+class StepFailed:
+    """A step ended without a result; `permanent` when retrying cannot help."""
+
+    seq: int
+    message: str
+    permanent: bool = False
+
+
+@dataclass(frozen=True)
+class TimerDue:
+    pass
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    pass
+
+
+Event = (
+    Started
+    | ObservationAccepted
+    | ObservationRejected
+    | StepFinished
+    | StepFailed
+    | TimerDue
+    | Cancelled
+)
+
+# --- effects -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchStep:
+    seq: int
+    kind: StepKind
+    input: StepInput
+
+
+@dataclass(frozen=True)
+class PublishSchedule:
+    schedule: Schedule
+
+
+@dataclass(frozen=True)
+class EmitReport:
+    check: int
+    text: str
+
+
+@dataclass(frozen=True)
+class StopMonitor:
+    reason: StopReason
+    message: str
+
+
+Effect = LaunchStep | PublishSchedule | EmitReport | StopMonitor
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: MonitorStatus
+    effects: tuple[Effect, ...]
+
+
+def safety_limit_message(max_checks: int) -> str:
+    return f"Reached the {max_checks}-check safety limit."
+
+
+# --- the engine ----------------------------------------------------------------------------
+
+
+def decide(spec: MonitorSpec, status: MonitorStatus, event: Event, now: datetime) -> Decision:
+    """The next status and the effects to carry out, in order."""
+    if status.monitor is MonitorState.stopped:
+        return _after_stop(status, event)
+    turn = _Turn(spec, status.model_copy(deep=True), now)
+    match event:
+        case Started(generation):
+            turn.started(generation)
+        case ObservationAccepted(seq, observation):
+            if turn.owns(seq, observe=True):
+                turn.accept(observation)
+        case ObservationRejected(seq, error):
+            if turn.owns(seq, observe=True):
+                turn.reject(error)
+        case StepFinished(seq, result):
+            if turn.owns(seq, observe=False):
+                turn.finished(result)
+        case StepFailed(seq, message, permanent):
+            if turn.owns(seq, observe=None):
+                turn.failed(message, permanent)
+        case TimerDue():
+            turn.timer_due()
+        case Cancelled():
+            turn.cancel()
+    return turn.decision()
+
+
+def _after_stop(status: MonitorStatus, event: Event) -> Decision:
+    # Nothing happens after a stop; only the observed generation still follows the spec.
+    if isinstance(event, Started) and event.generation is not None:
+        updated = status.model_copy(update={"observedGeneration": event.generation})
+        return Decision(updated, ())
+    return Decision(status, ())
+
+
+class _Turn:
+    """One decision in progress: a working copy of status and the effects so far."""
+
+    def __init__(self, spec: MonitorSpec, status: MonitorStatus, now: datetime) -> None:
+        self.spec = spec
+        self.status = status
+        self.now = now
+        self.effects: list[Effect] = []
+        self.quiet = False
+
+    def decision(self) -> Decision:
+        if not self.quiet:
+            self.status.conditions = _conditions(self.status, self.now)
+        return Decision(self.status, tuple(self.effects))
+
+    def owns(self, seq: int, *, observe: bool | None) -> bool:
+        """True when the event comes from the step in flight; anything else is ignored."""
+        step = self.status.step
+        if step is None or step.seq != seq:
+            return False
+        if observe is None:
+            return True
+        return (step.kind is StepKind.observe) == observe
+
+    # --- events ---
+
+    def started(self, generation: int | None) -> None:
+        if generation is not None:
+            self.status.observedGeneration = generation
+        if self.status.step is not None:
+            return  # a step is in flight: its result drives the next decision
+        if self.status.schedule is not None and self.status.checks > 0:
+            return  # waiting: the timer drives the next decision
+        self.launch_observe()
+
+    def accept(self, observation: Observation) -> None:
+        st = self.status
+        st.step = None
+        st.invalidStreak = 0
+        st.stepFailureStreak = 0
+        st.lastRejection = None
+        st.checks += 1
+        st.goal = observation.goal
+        st.work = observation.work
+        st.lastObservation = observation
+        st.contract = observation.contract
+        st.authorizedActions = list(observation.authorizedActions)
+        st.progress = update_tracks(st.progress, observation.progress, self.now)
+        st.progressSummary = summary_line(st.progress)
+
+        if observation.route is Route.stop:
+            assert observation.stopReason is not None  # guaranteed by the model
+            self.report_and_stop(
+                observation, StopReason(observation.stopReason.value), observation.reason
+            )
+        elif observation.route is Route.wait:
+            if self.limit_reached():
+                self.report_and_stop(
+                    observation, StopReason.safetyLimit, safety_limit_message(self.spec.maxChecks)
+                )
+            else:
+                self.report(observation, next_check_minutes=self.spec.everyMinutes)
+                self.publish_schedule()
+        else:
+            assert observation.action is not None  # guaranteed by the model
+            self.route_act(observation, observation.action)
+
+    def route_act(self, observation: Observation, action: ActionRequest) -> None:
+        refusal = self.refusal(observation, action)
+        if refusal is not None:
+            self.report_and_stop(observation, *refusal)
+        elif self.limit_reached():
+            self.report_and_stop(
+                observation, StopReason.safetyLimit, safety_limit_message(self.spec.maxChecks)
+            )
+        else:
+            self.report(observation, next_action=action.action)
+            self.launch_action(action)
+
+    def refusal(
+        self, observation: Observation, action: ActionRequest
+    ) -> tuple[StopReason, str] | None:
+        """The first guard the action fails, as a stop reason and message."""
+        authority = guards.authority_violation(observation, action)
+        if authority is not None:
+            return StopReason.outsideAuthority, authority
+        if guards.repeats_repair(self.status.repairGuard, action):
+            return StopReason.repairRepeated, (
+                f"Failure '{action.failureId}' in target state '{action.targetStateId}' "
+                "returned after a completed repair; the same repair cycle does not run twice."
+            )
+        spend = guards.spend_violation(observation, action, self.status.spend)
+        if spend is not None:
+            return StopReason.paidActionNotApproved, spend
+        repetition = guards.repetition_violation(self.status.attempts, action)
+        if repetition is not None:
+            return StopReason.blocked, repetition
+        return None
+
+    def reject(self, error: str) -> None:
+        st = self.status
+        st.step = None
+        st.invalidStreak += 1
+        st.lastRejection = error[:4000]
+        if st.invalidStreak > MAX_RETRIES_IN_A_ROW:
+            self.stop(
+                StopReason.blocked,
+                f"The observation was invalid {st.invalidStreak} times in a row: {error}",
+            )
+        else:
+            self.launch_observe()
+
+    def finished(self, result: ActionResult) -> None:
+        step = self.status.step
+        assert step is not None and step.action is not None
+        self.status.step = None
+        self.close_action(step, result.outcome, result.evidence, result.actualCost)
+        if step.kind is StepKind.repair:
+            if result.outcome is Outcome.blocked:
+                self.stop(StopReason.blocked, f"The repair could not run: {result.evidence}")
+                return
+            if result.outcome is Outcome.succeeded:
+                self.status.repairGuard = RepairGuard(
+                    failureId=step.action.failureId,
+                    targetStateId=step.action.targetStateId,
+                    check=step.check,
+                )
+        self.launch_observe()
+
+    def failed(self, message: str, permanent: bool) -> None:
+        step = self.status.step
+        assert step is not None
+        self.status.step = None
+        if permanent:
+            self.stop(StopReason.blocked, f"The {step.kind} step cannot run: {message}")
+            return
+        if step.kind is StepKind.observe:
+            self.status.stepFailureStreak += 1
+            if self.status.stepFailureStreak > MAX_RETRIES_IN_A_ROW:
+                self.stop(
+                    StopReason.blocked,
+                    f"The observe step failed {self.status.stepFailureStreak} times in a row: "
+                    f"{message}",
+                )
+            else:
+                self.launch_observe()
+            return
+        # The action's effect is unknown: record it as failed and verify by observing.
+        self.close_action(step, Outcome.failed, f"The step failed to run: {message}", None)
+        self.launch_observe()
+
+    def timer_due(self) -> None:
+        schedule = self.status.schedule
+        if self.status.step is None and schedule is not None and self.now >= schedule.nextCheckAt:
+            self.launch_observe()
+
+    def cancel(self) -> None:
+        # The resource is gone: record why, and emit nothing more.
+        self.status.monitor = MonitorState.stopped
+        self.status.step = None
+        self.status.schedule = None
+        self.status.stop = StopInfo(
+            reason=StopReason.cancelled, message="The monitor was deleted.", at=self.now
+        )
+        self.quiet = True
+
+    # --- building blocks ---
+
+    def limit_reached(self) -> bool:
+        return self.status.checks >= self.spec.maxChecks
+
+    def launch_observe(self) -> None:
+        if self.limit_reached():
+            # Reachable only when maxChecks was lowered below the checks already made.
+            self.stop(StopReason.safetyLimit, safety_limit_message(self.spec.maxChecks))
+            return
+        self.launch(StepKind.observe, self.status.checks + 1, None)
+
+    def launch_action(self, action: ActionRequest) -> None:
+        st = self.status
+        kind = StepKind.repair if action.kind is ActionKind.repair else StepKind.act
+        st.attempts = guards.record_attempt(st.attempts, action)
+        st.lastAction = LastAction(
+            kind=action.kind,
+            action=action.action,
+            failureId=action.failureId,
+            targetStateId=action.targetStateId,
+            check=st.checks,
+            at=self.now,
+        )
+        self.launch(kind, st.checks, action)
+
+    def launch(self, kind: StepKind, check: int, action: ActionRequest | None) -> None:
+        st = self.status
+        st.stepSeq += 1
+        st.step = StepInFlight(
+            seq=st.stepSeq, kind=kind, check=check, startedAt=self.now, action=action
+        )
+        step_input = StepInput(
+            kind=kind,
+            check=check,
+            maxChecks=self.spec.maxChecks,
+            task=self.spec.task,
+            stopWhen=self.spec.stopWhen,
+            previousObservation=st.lastObservation,
+            progressSummary=prompt_summary(st.progress, self.now),
+            contract=st.contract,
+            authorizedActions=st.authorizedActions,
+            action=action,
+        )
+        self.effects.append(LaunchStep(seq=st.stepSeq, kind=kind, input=step_input))
+
+    def close_action(
+        self, step: StepInFlight, outcome: Outcome, evidence: str, actual_cost: Money | None
+    ) -> None:
+        st = self.status
+        action = step.action
+        assert action is not None
+        if st.lastAction is not None:
+            st.lastAction = st.lastAction.model_copy(
+                update={"outcome": outcome, "evidence": evidence[:4000]}
+            )
+        observation = st.lastObservation
+        if observation is None or not guards.is_paid(observation, action):
+            return
+        cost = actual_cost if actual_cost is not None else action.estimatedCost
+        if cost is None:
+            return
+        entry = SpendEntry(
+            check=step.check,
+            action=action.action,
+            cost=cost,
+            estimated=actual_cost is None,
+        )
+        st.spend.total = guards.add_spend(st.spend, entry.cost)
+        st.spend.entries = [*st.spend.entries, entry][-LEDGER_ENTRIES:]
+
+    def publish_schedule(self) -> None:
+        schedule = Schedule(
+            lastCheckAt=self.now,
+            nextCheckAt=self.now + timedelta(minutes=self.spec.everyMinutes),
+            everyMinutes=self.spec.everyMinutes,
+        )
+        self.status.schedule = schedule
+        self.effects.append(PublishSchedule(schedule))
+
+    def report(
+        self,
+        observation: Observation,
+        *,
+        next_action: str | None = None,
+        next_check_minutes: int | None = None,
+    ) -> None:
+        st = self.status
+        text = format_report(
+            monitor=st.monitor,
+            goal=st.goal,
+            work=st.work,
+            tracks=st.progress,
+            update=observation.report,
+            last_action=st.lastAction,
+            next_action=next_action,
+            next_check_minutes=next_check_minutes,
+            stop=st.stop,
+            now=self.now,
+        )
+        st.report = text
+        st.reportedCheck = st.checks
+        self.effects.append(EmitReport(check=st.checks, text=text))
+
+    def report_and_stop(self, observation: Observation, reason: StopReason, message: str) -> None:
+        stop = self.mark_stopped(reason, message)
+        self.report(observation)
+        self.effects.append(StopMonitor(reason, stop.message))
+
+    def stop(self, reason: StopReason, message: str) -> None:
+        stop = self.mark_stopped(reason, message)
+        self.effects.append(StopMonitor(reason, stop.message))
+
+    def mark_stopped(self, reason: StopReason, message: str) -> StopInfo:
+        st = self.status
+        st.monitor = MonitorState.stopped
+        st.step = None
+        st.schedule = None
+        st.stop = StopInfo(reason=reason, message=message[:2000], at=self.now)
+        return st.stop
+
+
+# --- conditions ----------------------------------------------------------------------------
+
+
+def _conditions(status: MonitorStatus, now: datetime) -> list[Condition]:
+    """`Ready` and `Progressing`, keeping lastTransitionTime while a status is unchanged."""
+    ready, progressing = _condition_values(status)
+    previous = {c.type: c for c in status.conditions}
+    result = []
+    for kind, (value, reason, message) in (("Ready", ready), ("Progressing", progressing)):
+        before = previous.get(kind)
+        moved = before is None or before.status is not value
+        result.append(
+            Condition(
+                type=kind,
+                status=value,
+                reason=reason,
+                message=message[:4000],
+                lastTransitionTime=now if moved or before is None else before.lastTransitionTime,
+                observedGeneration=status.observedGeneration,
+            )
+        )
+    return result
+
+
+_Value = tuple[ConditionStatus, str, str]
+
+
+def _condition_values(status: MonitorStatus) -> tuple[_Value, _Value]:
+    true, false = ConditionStatus.true, ConditionStatus.false
+    if status.monitor is MonitorState.stopped:
+        assert status.stop is not None
+        reason = status.stop.reason.value[0].upper() + status.stop.reason.value[1:]
+        done = status.stop.reason is StopReason.goalComplete
+        return (
+            (true if done else false, reason, status.stop.message),
+            (false, "Stopped", status.stop.message),
+        )
+    step = status.step
+    if step is not None:
+        verb = {StepKind.observe: "Observing", StepKind.act: "Acting", StepKind.repair: "Repairing"}
+        message = f"{step.kind} step {step.seq} for check {step.check} is running."
+        return (true, verb[step.kind], message), (true, verb[step.kind], message)
+    if status.schedule is not None:
+        message = f"Next check at {status.schedule.nextCheckAt.isoformat()}."
+        return (true, "Waiting", message), (false, "Waiting", message)
+    return (true, "Starting", "The first observation is about to start."), (
+        true,
+        "Starting",
+        "The first observation is about to start.",
+    )

@@ -1,0 +1,263 @@
+"""CustomResourceDefinitions generated from the pydantic models: one source of truth.
+
+The converter turns pydantic's JSON schema into a Kubernetes structural schema: references
+inlined, optional values `nullable`, no `title`/`additionalProperties: false`, and the
+trimmed-text bound of the models expressed as CEL rules on the Monitor spec.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from goalkeeper.core.models import MonitorSpec, MonitorStatus, MonitorStepSpec, MonitorStepStatus
+
+GROUP = "goalkeeper.dev"
+VERSION = "v1alpha1"
+TRIMMED_MARKER = "x-goalkeeper-trimmed"
+
+Schema = dict[str, Any]
+
+
+def structural(model: type[BaseModel], *, cel: bool) -> Schema:
+    """The model's schema as an apiextensions v1 structural schema."""
+    raw = model.model_json_schema(mode="validation")
+    definitions = raw.pop("$defs", {})
+    return _convert(raw, definitions, cel=cel)
+
+
+def _convert(node: Schema, definitions: dict[str, Schema], *, cel: bool) -> Schema:
+    node = copy.deepcopy(node)
+    if "$ref" in node:
+        target = definitions[node.pop("$ref").rsplit("/", 1)[-1]]
+        merged = {**copy.deepcopy(target), **node}
+        return _convert(merged, definitions, cel=cel)
+
+    nullable = False
+    for key in ("anyOf", "oneOf"):
+        if key not in node:
+            continue
+        options = node.pop(key)
+        if any(option.get("type") == "null" for option in options):
+            nullable = True
+            options = [option for option in options if option.get("type") != "null"]
+        if {option.get("type") for option in options} == {"integer", "number"}:
+            # StrictInt | StrictFloat: a number either way.
+            options = [{"type": "number", **_bounds(options)}]
+        if len(options) != 1:
+            raise ValueError(f"cannot express a union in a structural schema: {options}")
+        node = {**_convert(options[0], definitions, cel=cel), **node}
+
+    out: Schema = {}
+    if "description" in node:
+        out["description"] = node["description"]
+    kind = node.get("type")
+    if "const" in node:
+        out["enum"] = [node["const"]]
+        kind = kind or type(node["const"]).__name__.replace("str", "string")
+    if kind is None and "enum" in node:
+        kind = "string"
+    if kind is None and not node.get("properties") and "items" not in node:
+        raise ValueError(f"schema node without a type: {node}")
+    out["type"] = kind or "object"
+
+    for key in (
+        "enum",
+        "format",
+        "pattern",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "minItems",
+        "maxItems",
+        "default",
+    ):
+        if key in node:
+            out[key] = node[key]
+    if kind == "array":
+        out["items"] = _convert(node["items"], definitions, cel=cel)
+    if kind == "object" or "properties" in node:
+        properties = node.get("properties")
+        if properties:
+            out["properties"] = {
+                name: _convert(child, definitions, cel=cel) for name, child in properties.items()
+            }
+            if node.get("required"):
+                out["required"] = list(node["required"])
+        elif isinstance(node.get("additionalProperties"), dict) and node["additionalProperties"]:
+            out["additionalProperties"] = _convert(
+                node["additionalProperties"], definitions, cel=cel
+            )
+        else:
+            # A free-form object (the untrusted step result): kept as-is, validated by us.
+            out["x-kubernetes-preserve-unknown-fields"] = True
+    if nullable:
+        out["nullable"] = True
+        if out.get("default", "") is None:
+            del out["default"]  # absent and null mean the same to us
+    if cel and TRIMMED_MARKER in node:
+        limit = node[TRIMMED_MARKER]
+        out["x-kubernetes-validations"] = [
+            {"rule": "self.trim().size() > 0", "message": "must not be blank"},
+            {
+                "rule": f"self.trim().size() <= {limit}",
+                "message": f"must be at most {limit} characters after trimming",
+            },
+        ]
+    return out
+
+
+def _bounds(options: list[Schema]) -> Schema:
+    merged: Schema = {}
+    for key in ("minimum", "maximum"):
+        values = [option[key] for option in options if key in option]
+        if values:
+            merged[key] = min(values) if key == "minimum" else max(values)
+    return merged
+
+
+def _crd(
+    *,
+    kind: str,
+    plural: str,
+    short_names: list[str],
+    spec: Schema,
+    status: Schema,
+    columns: list[Schema],
+    description: str,
+) -> Schema:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short_names,
+                "categories": ["goalkeeper"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": description,
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec,
+                                "status": status,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def monitor_crd() -> Schema:
+    spec = structural(MonitorSpec, cel=True)
+    spec["description"] = (
+        "What the monitor must get done, when it stops, how often it checks, and its "
+        "safety limit. Exactly these four fields; any other field is rejected."
+    )
+    status = structural(MonitorStatus, cel=False)
+    status["description"] = "Everything the loop knows; the operator resumes from it."
+    age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    return _crd(
+        kind="Monitor",
+        plural="monitors",
+        short_names=["mon"],
+        spec=spec,
+        status=status,
+        description=(
+            "A Monitor finishes an authorized goal: it observes the real target read-only, "
+            "acts inside recorded authority, verifies at once, reports every accepted check, "
+            "and waits on a timer until the goal is complete or cannot continue safely."
+        ),
+        columns=[
+            {"name": "Goal", "type": "string", "jsonPath": ".status.goal"},
+            {"name": "Work", "type": "string", "jsonPath": ".status.work"},
+            {"name": "Progress", "type": "string", "jsonPath": ".status.progressSummary"},
+            {"name": "Checks", "type": "integer", "jsonPath": ".status.checks"},
+            {"name": "Next Check", "type": "date", "jsonPath": ".status.schedule.nextCheckAt"},
+            age,
+            {"name": "Monitor", "type": "string", "jsonPath": ".status.monitor", "priority": 1},
+            {"name": "Stop", "type": "string", "jsonPath": ".status.stop.reason", "priority": 1},
+        ],
+    )
+
+
+def monitorstep_crd() -> Schema:
+    return _crd(
+        kind="MonitorStep",
+        plural="monitorsteps",
+        short_names=["monstep"],
+        spec=structural(MonitorStepSpec, cel=False),
+        status=structural(MonitorStepStatus, cel=False),
+        description=(
+            "One observe, act or repair step of a Monitor: its whole input, and the result "
+            "its pod wrote. The list for one monitor is its audit trail."
+        ),
+        columns=[
+            {"name": "Monitor", "type": "string", "jsonPath": ".spec.monitor"},
+            {"name": "Kind", "type": "string", "jsonPath": ".spec.kind"},
+            {"name": "Check", "type": "integer", "jsonPath": ".spec.check"},
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+    )
+
+
+FILES = {
+    "monitors.goalkeeper.dev.yaml": monitor_crd,
+    "monitorsteps.goalkeeper.dev.yaml": monitorstep_crd,
+}
+
+
+def render(crd: Schema) -> str:
+    header = "# Generated by `goalkeeper crds` from goalkeeper.core.models. Do not edit.\n"
+    return header + yaml.safe_dump(crd, sort_keys=False, width=100, allow_unicode=True)
+
+
+def render_all() -> str:
+    return "---\n".join(render(build()) for build in FILES.values())
+
+
+def write_all(folder: str | Path) -> list[Path]:
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, build in FILES.items():
+        path = out / name
+        path.write_text(render(build()), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def stale_files(folder: str | Path) -> list[Path]:
+    """The committed CRD files that differ from what the models generate now."""
+    out = Path(folder)
+    return [
+        out / name
+        for name, build in FILES.items()
+        if not (out / name).exists() or (out / name).read_text(encoding="utf-8") != render(build())
+    ]
