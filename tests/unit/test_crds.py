@@ -1,0 +1,98 @@
+"""The CRDs are generated from the models; the committed files must match them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from goalkeeper import crds
+from goalkeeper.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_committed_crds_match_the_models() -> None:
+    stale = crds.stale_files(ROOT / "crds")
+    assert stale == [], f"regenerate with `goalkeeper crds`: {stale}"
+
+
+def test_crds_check_command_fails_on_drift(tmp_path: Path) -> None:
+    crds.write_all(tmp_path)
+    assert main(["crds", "--check", "--out", str(tmp_path)]) == 0
+    target = tmp_path / "monitors.goalkeeper.dev.yaml"
+    target.write_text(target.read_text().replace("maximum: 1440", "maximum: 9999"))
+    assert main(["crds", "--check", "--out", str(tmp_path)]) == 1
+
+
+def walk(node: object) -> list[dict[str, object]]:
+    found: list[dict[str, object]] = []
+    if isinstance(node, dict):
+        found.append(node)
+        for value in node.values():
+            found.extend(walk(value))
+    elif isinstance(node, list):
+        for value in node:
+            found.extend(walk(value))
+    return found
+
+
+def test_schemas_are_structural() -> None:
+    for build in crds.FILES.values():
+        schema = build()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        for node in walk(schema["properties"]["spec"]) + walk(schema["properties"]["status"]):
+            keys = set(node)
+            if "properties" in keys and "type" in keys:
+                assert node["type"] == "object"
+                assert "additionalProperties" not in keys
+            for forbidden in ("$ref", "$defs", "anyOf", "oneOf", "const", "uniqueItems", "title"):
+                assert forbidden not in keys, (forbidden, node)
+
+
+def test_monitor_spec_has_exactly_four_fields_with_bounds_and_defaults() -> None:
+    crd = crds.monitor_crd()
+    version = crd["spec"]["versions"][0]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert set(spec["properties"]) == {"task", "stopWhen", "everyMinutes", "maxChecks"}
+    assert spec["required"] == ["task"]
+    every = spec["properties"]["everyMinutes"]
+    assert (every["type"], every["minimum"], every["maximum"], every["default"]) == (
+        "integer",
+        1,
+        1440,
+        30,
+    )
+    checks = spec["properties"]["maxChecks"]
+    assert (checks["minimum"], checks["maximum"], checks["default"]) == (1, 1000, 1000)
+    rules = [v["rule"] for v in spec["properties"]["task"]["x-kubernetes-validations"]]
+    assert rules == ["self.trim().size() > 0", "self.trim().size() <= 8000"]
+    assert spec["properties"]["stopWhen"]["default"].startswith("Stop only when")
+    assert "x-kubernetes-preserve-unknown-fields" not in spec
+
+
+def test_monitor_crd_names_columns_and_subresource() -> None:
+    crd = crds.monitor_crd()
+    names = crd["spec"]["names"]
+    assert names["shortNames"] == ["mon"] and names["categories"] == ["goalkeeper"]
+    version = crd["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    columns = [c["name"] for c in version["additionalPrinterColumns"] if "priority" not in c]
+    assert columns == ["Goal", "Work", "Progress", "Checks", "Next Check", "Age"]
+
+
+def test_monitorstep_result_is_free_form_and_input_is_typed() -> None:
+    schema = crds.monitorstep_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    result = schema["properties"]["status"]["properties"]["result"]
+    assert result["x-kubernetes-preserve-unknown-fields"] is True
+    step_input = schema["properties"]["spec"]["properties"]["input"]
+    assert "task" in step_input["properties"]
+
+
+def test_crds_command_prints_yaml_documents(capsys: object) -> None:
+    assert main(["crds", "--stdout"]) == 0
+    out = capsys.readouterr().out  # type: ignore[attr-defined]
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert [d["metadata"]["name"] for d in docs] == [
+        "monitors.goalkeeper.dev",
+        "monitorsteps.goalkeeper.dev",
+    ]

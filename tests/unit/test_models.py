@@ -1,0 +1,91 @@
+"""The public input and the step results: bounds, defaults, closed fields, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+from tests.support.observations import action, observation_dict
+
+from goalkeeper.core.models import DEFAULT_STOP_WHEN, ActionResult, MonitorSpec, Observation
+
+
+def errors(data: dict[str, object], model: type = MonitorSpec) -> list[dict[str, object]]:
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate(data)
+    return caught.value.errors()
+
+
+def test_spec_defaults() -> None:
+    spec = MonitorSpec.model_validate({"task": "  Resume the build.  "})
+    assert spec.task == "Resume the build."
+    assert spec.stopWhen == DEFAULT_STOP_WHEN
+    assert (spec.everyMinutes, spec.maxChecks) == (30, 1000)
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "fragment"),
+    [
+        ({}, "task", "Field required"),
+        ({"task": "   "}, "task", "must not be blank"),
+        ({"task": "x" * 8001}, "task", "at most 8000 characters after trimming"),
+        ({"task": "x", "stopWhen": "\n\t"}, "stopWhen", "must not be blank"),
+        ({"task": "x", "stopWhen": "y" * 4001}, "stopWhen", "at most 4000"),
+        ({"task": "x", "everyMinutes": 0}, "everyMinutes", "greater than or equal to 1"),
+        ({"task": "x", "everyMinutes": 1441}, "everyMinutes", "less than or equal to 1440"),
+        ({"task": "x", "maxChecks": 0}, "maxChecks", "greater than or equal to 1"),
+        ({"task": "x", "maxChecks": 1001}, "maxChecks", "less than or equal to 1000"),
+        ({"task": "x", "everyMinutes": True}, "everyMinutes", "valid integer"),
+        ({"task": "x", "everyMinutes": 1.5}, "everyMinutes", "valid integer"),
+        ({"task": "x", "maxChecks": "10"}, "maxChecks", "valid integer"),
+        ({"task": "x", "audience": "team"}, "audience", "Extra inputs are not permitted"),
+        ({"task": "x", "repair": True}, "repair", "Extra inputs are not permitted"),
+        ({"task": "x", "checkTimeoutMinutes": 5}, "checkTimeoutMinutes", "not permitted"),
+    ],
+)
+def test_spec_rejects_bad_input_naming_field_and_bound(
+    data: dict[str, object], field: str, fragment: str
+) -> None:
+    found = errors(data)
+    assert any(e["loc"] == (field,) and fragment in str(e["msg"]) for e in found), found
+
+
+def test_trimmed_bound_allows_surrounding_whitespace() -> None:
+    assert len(MonitorSpec.model_validate({"task": " " + "x" * 8000 + " "}).task) == 8000
+
+
+def test_route_act_requires_an_action_and_only_act_has_one() -> None:
+    no_action = observation_dict("act")
+    del no_action["action"]
+    assert "action is required" in str(errors(no_action, Observation))
+    assert "only when route is 'act'" in str(
+        errors({**observation_dict("wait"), "action": action()}, Observation)
+    )
+
+
+def test_route_stop_requires_a_closed_stop_reason() -> None:
+    no_reason = observation_dict("stop")
+    del no_reason["stopReason"]
+    assert "stopReason is required" in str(errors(no_reason, Observation))
+    assert errors({**observation_dict("stop"), "stopReason": "bored"}, Observation)
+
+
+def test_progress_track_keys_are_unique() -> None:
+    track = {
+        "key": "m",
+        "label": "modules",
+        "status": "running",
+        "observedAt": "2026-08-16T10:00:00Z",
+    }
+    body = {**observation_dict("wait"), "progress": [track, track]}
+    assert "unique" in str(errors(body, Observation))
+
+
+def test_observation_rejects_unknown_fields_and_bad_states() -> None:
+    assert errors({**observation_dict("wait"), "command": "rm -rf /"}, Observation)
+    assert errors({**observation_dict("wait"), "work": "busy"}, Observation)
+    assert errors({**observation_dict("wait"), "goal": "done"}, Observation)
+
+
+def test_action_result_outcomes_are_closed() -> None:
+    assert ActionResult.model_validate({"outcome": "blocked", "evidence": "no workflow"}).outcome
+    assert errors({"outcome": "partial", "evidence": "x"}, ActionResult)
