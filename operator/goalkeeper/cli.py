@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     crds_cmd.add_argument("--check", action="store_true", help="fail when the files differ")
     crds_cmd.add_argument("--stdout", action="store_true", help="print instead of writing")
     crds_cmd.set_defaults(func=_crds)
+    from goalkeeper.devcluster.cli import register as register_cluster
+
+    register_cluster(sub)
 
     return parser
 

@@ -1,0 +1,424 @@
+"""etcd + kube-apiserver + kube-controller-manager on loopback, as child processes.
+
+    with ControlPlane() as cp:
+        api = cp.api_client()
+        ...
+
+Everything lives in a fresh temp folder (certificates, etcd data, kubeconfig, one log
+per component). Ports are picked free on 127.0.0.1, so several instances can run side
+by side. Children are stopped by `stop()`, at interpreter exit, and (through
+PR_SET_PDEATHSIG) by the kernel if the process that started them dies.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import weakref
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from goalkeeper.devcluster import binaries, procs
+from goalkeeper.devcluster.pki import Pki, write_pki
+
+CONTROLLERS = (
+    "job-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+)
+
+_live: weakref.WeakSet[ControlPlane] = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def _stop_all_at_exit() -> None:
+    with _live_lock:
+        planes = list(_live)
+    for plane in planes:
+        with contextlib.suppress(Exception):
+            plane.stop()
+
+
+atexit.register(_stop_all_at_exit)
+
+
+class ControlPlaneError(RuntimeError):
+    """A component failed to start or become ready (the message has its log tail)."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def default_crds_dir() -> Path | None:
+    try:
+        return binaries.repo_root() / "crds"
+    except binaries.BuildError:
+        return None
+
+
+class ControlPlane:
+    """A loopback control plane. Use as a context manager or call start()/stop()."""
+
+    def __init__(
+        self,
+        *,
+        crds_dir: Path | str | None = None,
+        install_crds: bool = True,
+        ready_timeout: float = 90.0,
+        build: bool = True,
+        base_dir: Path | str | None = None,
+        keep_dir: bool = False,
+    ) -> None:
+        self.crds_dir = Path(crds_dir) if crds_dir is not None else default_crds_dir()
+        self.install_crds = install_crds
+        self.ready_timeout = ready_timeout
+        self.build = build
+        self.base_dir = Path(base_dir) if base_dir is not None else None
+        self.keep_dir = keep_dir
+        self.dir: Path | None = None
+        self.pki: Pki | None = None
+        self.bins: dict[str, Path] = {}
+        self.etcd_port = 0
+        self.etcd_peer_port = 0
+        self.port = 0
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.logs: dict[str, Path] = {}
+        self.startup_seconds: float | None = None
+        self.installed_crds: list[str] = []
+        self._owner_pid = os.getpid()
+
+    # -- public surface -------------------------------------------------------------
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        if self.dir is None:
+            raise ControlPlaneError("control plane not started")
+        return self.dir / "admin.kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        if self.pki is None:
+            raise ControlPlaneError("control plane not started")
+        return self.pki.ca_cert
+
+    @property
+    def kubectl_path(self) -> Path:
+        return self.bins["kubectl"]
+
+    def api_client(self) -> Any:
+        """A fresh `kubernetes.client.ApiClient` authenticated as the admin."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = False, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl against this control plane."""
+        return subprocess.run(
+            [str(self.kubectl_path), "--kubeconfig", str(self.kubeconfig), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=timeout,
+        )
+
+    def pids(self) -> dict[str, int]:
+        return {name: p.pid for name, p in self.processes.items()}
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> ControlPlane:
+        if self.processes:
+            raise ControlPlaneError("control plane already started")
+        begin = time.monotonic()
+        self.bins = binaries.ensure_binaries(build=self.build)
+        self.dir = Path(tempfile.mkdtemp(prefix="goalkeeper-cp-", dir=self.base_dir))
+        with _live_lock:
+            _live.add(self)
+        try:
+            self.pki = write_pki(self.dir / "pki")
+            self._start_etcd()
+            self._start_apiserver()
+            self._wait_ready(begin)
+            self._write_kubeconfig()
+            self._start_controller_manager()
+            self._wait_controller_manager(begin)
+            if self.install_crds:
+                self.installed_crds = self.apply_crds()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - begin
+        return self
+
+    def stop(self) -> None:
+        """Stop every child (SIGTERM, then SIGKILL), reap them, remove the temp folder."""
+        if os.getpid() != self._owner_pid:  # a forked child must not kill our processes
+            return
+        # Reverse start order: controller-manager, apiserver, etcd.
+        for name in reversed(list(self.processes)):
+            procs.terminate(self.processes[name], grace=10.0)
+        self.processes.clear()
+        with _live_lock:
+            _live.discard(self)
+        if self.dir is not None and not self.keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- components -------------------------------------------------------------------
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        assert self.dir is not None
+        log = self.dir / f"{name}.log"
+        self.logs[name] = log
+        log.write_text(f"# {' '.join(argv)}\n")
+        self.processes[name] = procs.spawn(argv, log=log, cwd=self.dir)
+
+    def _start_etcd(self) -> None:
+        assert self.dir is not None
+        self.etcd_port, self.etcd_peer_port = free_port(), free_port()
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        self._spawn(
+            "etcd",
+            [
+                str(self.bins["etcd"]),
+                "--name=default",
+                f"--data-dir={self.dir / 'etcd'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=default={peer}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+        )
+
+    def _start_apiserver(self) -> None:
+        assert self.dir is not None and self.pki is not None
+        self.port = free_port()
+        p = self.pki
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(self.bins["kube-apiserver"]),
+                f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--cert-dir={self.dir / 'apiserver-certs'}",
+                f"--tls-cert-file={p.serving_cert}",
+                f"--tls-private-key-file={p.serving_key}",
+                f"--client-ca-file={p.client_ca_cert}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer=https://127.0.0.1:{self.port}",
+                f"--service-account-key-file={p.sa_pub}",
+                f"--service-account-signing-key-file={p.sa_key}",
+                # Default is on; the serviceaccount controller creates `default` accounts.
+                "--enable-admission-plugins=ServiceAccount",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+
+    def _write_kubeconfig(self) -> None:
+        assert self.pki is not None
+
+        def b64(path: Path) -> str:
+            return base64.b64encode(path.read_bytes()).decode()
+
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "goalkeeper-dev",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": b64(self.pki.ca_cert),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate-data": b64(self.pki.admin_cert),
+                        "client-key-data": b64(self.pki.admin_key),
+                    },
+                }
+            ],
+            "contexts": [
+                {
+                    "name": "goalkeeper-dev",
+                    "context": {"cluster": "goalkeeper-dev", "user": "admin"},
+                }
+            ],
+            "current-context": "goalkeeper-dev",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(doc, sort_keys=False))
+        self.kubeconfig.chmod(0o600)
+
+    def _start_controller_manager(self) -> None:
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.bins["kube-controller-manager"]),
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                f"--controllers={','.join(CONTROLLERS)}",
+                "--use-service-account-credentials=false",
+                "--concurrent-job-syncs=5",
+                "--v=1",
+            ],
+        )
+
+    # -- readiness --------------------------------------------------------------------
+
+    def _check_alive(self) -> None:
+        for name, proc in self.processes.items():
+            if proc.poll() is not None:
+                raise ControlPlaneError(
+                    f"{name} exited with code {proc.returncode}; log {self.logs[name]}:\n"
+                    + procs.log_tail(self.logs[name])
+                )
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        assert self.pki is not None
+        ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        ctx.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))
+        return ctx
+
+    def _get(self, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
+        # No proxies: this only ever talks to 127.0.0.1.
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}),
+            urllib.request.HTTPSHandler(context=self._ssl_context()),
+        )
+        try:
+            with opener.open(self.server + path, timeout=timeout) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def _wait_ready(self, begin: float) -> None:
+        deadline = begin + self.ready_timeout
+        last = "no answer yet"
+        while True:
+            self._check_alive()
+            try:
+                status, body = self._get("/readyz")
+                if status == 200:
+                    return
+                last = f"HTTP {status}: {body.decode(errors='replace')[-2000:]}"
+            except (OSError, ssl.SSLError) as exc:
+                last = repr(exc)
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"kube-apiserver not ready after {self.ready_timeout:.0f} s ({last}); "
+                    f"log tail:\n{procs.log_tail(self.logs['kube-apiserver'])}\n"
+                    f"etcd log tail:\n{procs.log_tail(self.logs['etcd'], 2000)}"
+                )
+            time.sleep(0.25)
+
+    def _wait_controller_manager(self, begin: float) -> None:
+        """Ready once the serviceaccount controller has made `default/default`."""
+        deadline = max(begin + self.ready_timeout, time.monotonic() + 30)
+        while True:
+            self._check_alive()
+            with contextlib.suppress(OSError, ssl.SSLError):
+                status, _ = self._get("/api/v1/namespaces/default/serviceaccounts/default")
+                if status == 200:
+                    return
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    "kube-controller-manager did not create the default ServiceAccount in "
+                    f"time; log tail:\n{procs.log_tail(self.logs['kube-controller-manager'])}"
+                )
+            time.sleep(0.25)
+
+    # -- CRDs -------------------------------------------------------------------------
+
+    def crd_files(self) -> list[Path]:
+        if self.crds_dir is None or not self.crds_dir.is_dir():
+            return []
+        return sorted(
+            p for p in self.crds_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()
+        )
+
+    def apply_crds(self, files: Iterable[Path] | None = None, timeout: float = 60) -> list[str]:
+        """Create or replace every CustomResourceDefinition in `files` (default: the repo's
+        crds/ folder) and wait until each is Established. Returns their names."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        docs: list[dict[str, Any]] = []
+        for path in self.crd_files() if files is None else files:
+            for doc in yaml.safe_load_all(Path(path).read_text()):
+                if doc and doc.get("kind") == "CustomResourceDefinition":
+                    docs.append(doc)
+        if not docs:
+            return []
+        with self.api_client() as api_client:
+            ext = client.ApiextensionsV1Api(api_client)
+            names = []
+            for doc in docs:
+                name = doc["metadata"]["name"]
+                names.append(name)
+                try:
+                    ext.create_custom_resource_definition(doc)
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+                    current = ext.read_custom_resource_definition(name)
+                    doc.setdefault("metadata", {})["resourceVersion"] = (
+                        current.metadata.resource_version
+                    )
+                    ext.replace_custom_resource_definition(name, doc)
+            deadline = time.monotonic() + timeout
+            pending = set(names)
+            while pending:
+                for name in sorted(pending):
+                    crd = ext.read_custom_resource_definition(name)
+                    conds = (crd.status.conditions if crd.status else None) or []
+                    if any(c.type == "Established" and c.status == "True" for c in conds):
+                        pending.discard(name)
+                if pending and time.monotonic() > deadline:
+                    raise ControlPlaneError(f"CRDs not Established after {timeout} s: {pending}")
+                if pending:
+                    time.sleep(0.2)
+        return names
