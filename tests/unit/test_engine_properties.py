@@ -41,16 +41,16 @@ def observations(draw: st.DrawFn) -> Observation:
     if route != "act":
         return observation(route)
     ceiling = draw(st.sampled_from([None, 5.0, 20.0]))
-    paid = draw(st.booleans())
+    paid = draw(st.sampled_from([True, True, False]))
     overrides: dict[str, object] = {
         "kind": draw(st.sampled_from(["advance", "recover", "repair"])),
         "failureId": draw(st.sampled_from(["f1", "f2"])),
         "targetStateId": draw(st.sampled_from(["s1", "s2"])),
-        "authorizedActionId": draw(st.sampled_from(["resume-build", "resume-build", "other"])),
+        "authorizedActionId": draw(st.sampled_from(["resume-build"] * 5 + ["other"])),
     }
     if paid:
         overrides["estimatedCost"] = {"amount": draw(st.sampled_from([1.0, 4.0, 9.0]))}
-        overrides["approval"] = draw(st.sampled_from([None, "approved-budget"]))
+        overrides["approval"] = draw(st.sampled_from([None] + ["approved-budget"] * 4))
     extra: dict[str, object] = {}
     if draw(st.booleans()):
         extra["observedSpend"] = {"amount": draw(st.sampled_from([0.0, 3.0, 12.0]))}
@@ -114,11 +114,11 @@ def to_event(status: MonitorStatus, move: tuple[str, object]) -> Event:
     return TimerDue()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(
-    max_checks=st.integers(min_value=1, max_value=6),
+    max_checks=st.integers(min_value=1, max_value=12),
     every=st.integers(min_value=1, max_value=60),
-    script=st.lists(moves(), max_size=40),
+    script=st.lists(moves(), min_size=4, max_size=40),
 )
 def test_engine_invariants_hold_over_random_event_sequences(
     max_checks: int, every: int, script: list[tuple[str, object]]
