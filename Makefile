@@ -1,6 +1,41 @@
-.PHONY: k8s
+# goalkeeper: `make dev` runs everything locally, `make test` runs every test.
+.PHONY: install k8s crds lint test test-unit dev clean
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+# The project's virtual environment, reinstalled when pyproject.toml changes.
+$(BIN)/goalkeeper: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/goalkeeper
 
 # Build the local control plane binaries (etcd, kube-apiserver, kube-controller-manager,
 # kubectl) into ~/.cache/goalkeeper/k8s-v1.37.2 if they are missing.
 k8s:
 	scripts/build-k8s.sh
+
+crds: install
+	$(BIN)/goalkeeper crds
+
+lint: install
+	$(BIN)/ruff check operator tests bench
+	$(BIN)/ruff format --check operator tests bench
+	$(BIN)/mypy
+
+# Unit tests, then the cluster and end-to-end tests against a real local control plane.
+test: install k8s lint
+	$(BIN)/pytest
+
+test-unit: install
+	$(BIN)/pytest tests/unit
+
+dev: install k8s
+	$(BIN)/goalkeeper dev
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

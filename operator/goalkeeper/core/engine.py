@@ -143,11 +143,24 @@ def safety_limit_message(max_checks: int) -> str:
 # --- the engine ----------------------------------------------------------------------------
 
 
-def decide(spec: MonitorSpec, status: MonitorStatus, event: Event, now: datetime) -> Decision:
-    """The next status and the effects to carry out, in order."""
+MINUTE = timedelta(minutes=1)
+
+
+def decide(
+    spec: MonitorSpec,
+    status: MonitorStatus,
+    event: Event,
+    now: datetime,
+    *,
+    minute: timedelta = MINUTE,
+) -> Decision:
+    """The next status and the effects to carry out, in order.
+
+    `minute` is the length of one `everyMinutes` minute; only tests shorten it.
+    """
     if status.monitor is MonitorState.stopped:
         return _after_stop(status, event)
-    turn = _Turn(spec, status.model_copy(deep=True), now)
+    turn = _Turn(spec, status.model_copy(deep=True), now, minute)
     match event:
         case Started(generation):
             turn.started(generation)
@@ -181,10 +194,13 @@ def _after_stop(status: MonitorStatus, event: Event) -> Decision:
 class _Turn:
     """One decision in progress: a working copy of status and the effects so far."""
 
-    def __init__(self, spec: MonitorSpec, status: MonitorStatus, now: datetime) -> None:
+    def __init__(
+        self, spec: MonitorSpec, status: MonitorStatus, now: datetime, minute: timedelta
+    ) -> None:
         self.spec = spec
         self.status = status
         self.now = now
+        self.minute = minute
         self.effects: list[Effect] = []
         self.quiet = False
 
@@ -418,7 +434,7 @@ class _Turn:
     def publish_schedule(self) -> None:
         schedule = Schedule(
             lastCheckAt=self.now,
-            nextCheckAt=self.now + timedelta(minutes=self.spec.everyMinutes),
+            nextCheckAt=self.now + self.spec.everyMinutes * self.minute,
             everyMinutes=self.spec.everyMinutes,
         )
         self.status.schedule = schedule
