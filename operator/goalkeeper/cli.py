@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from goalkeeper.controller.settings import OperatorSettings
 
 
 def _crds(args: argparse.Namespace) -> int:
@@ -23,6 +28,46 @@ def _crds(args: argparse.Namespace) -> int:
     return 0
 
 
+def _settings() -> OperatorSettings | None:
+    from goalkeeper.controller import settings
+
+    try:
+        return settings.load()
+    except settings.SettingsError as error:
+        print(f"goalkeeper: invalid settings: {error}", file=sys.stderr)
+        return None
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from goalkeeper.controller.run import run_operator
+
+    _logging(args.verbose)
+    loaded = _settings()
+    if loaded is None:
+        return 2
+    if args.namespace:
+        loaded = loaded.model_copy(update={"namespaces": args.namespace})
+    asyncio.run(run_operator(loaded))
+    return 0
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from goalkeeper.controller.dev import run_dev
+
+    _logging(args.verbose)
+    loaded = _settings()
+    return 2 if loaded is None else run_dev(loaded, namespace=args.namespace)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goalkeeper", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -35,6 +80,20 @@ def build_parser() -> argparse.ArgumentParser:
     from goalkeeper.devcluster.cli import register as register_cluster
 
     register_cluster(sub)
+
+    run_cmd = sub.add_parser("run", help="run the operator against the current kubeconfig")
+    run_cmd.add_argument(
+        "--namespace", action="append", help="watch only this namespace (repeatable)"
+    )
+    run_cmd.add_argument("-v", "--verbose", action="store_true")
+    run_cmd.set_defaults(func=_run)
+
+    dev_cmd = sub.add_parser(
+        "dev", help="local control plane, step accounts, pod runner and operator; Ctrl-C stops"
+    )
+    dev_cmd.add_argument("--namespace", default="default", help="where the step accounts go")
+    dev_cmd.add_argument("-v", "--verbose", action="store_true")
+    dev_cmd.set_defaults(func=_dev)
 
     return parser
 

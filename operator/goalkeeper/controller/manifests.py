@@ -1,0 +1,209 @@
+"""The Kubernetes objects the operator creates, as plain dicts: MonitorStep, Job, Event.
+
+Names are derived from the monitor and the step sequence number, so a retried create
+finds its own earlier object (AlreadyExists) instead of making a second one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from goalkeeper.controller.settings import OperatorSettings
+from goalkeeper.core.engine import LaunchStep
+from goalkeeper.core.models import MonitorStepSpec, StepKind
+
+GROUP = "goalkeeper.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+LABEL_MONITOR = f"{GROUP}/monitor"
+LABEL_STEP = f"{GROUP}/step"
+LABEL_KIND = f"{GROUP}/kind"
+LABEL_SEQ = f"{GROUP}/seq"
+MAX_NAME = 63  # Job names become pod label values
+STEP_UID = 65532  # the distroless "nonroot" user
+POD_TMP = "/tmp"  # noqa: S108 - inside the step container: its own emptyDir
+
+Manifest = dict[str, Any]
+
+
+def _shorten(text: str, room: int) -> str:
+    if len(text) <= room:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:6]
+    return f"{text[: room - 7].rstrip('.-')}-{digest}"
+
+
+def label_value(text: str) -> str:
+    return _shorten(text, MAX_NAME)
+
+
+def step_name(monitor: str, seq: int, kind: StepKind) -> str:
+    suffix = f"-{seq}-{kind.value}"
+    return _shorten(monitor, MAX_NAME - len(suffix)) + suffix
+
+
+def event_name(monitor: str, uid: str, what: str) -> str:
+    """One name per monitor incarnation and report, so a repeated create is a no-op."""
+    return f"{_shorten(monitor, 200)}.{uid[:8]}.{what}"
+
+
+def owner(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def monitor_step(monitor: Manifest, launch: LaunchStep) -> Manifest:
+    meta = monitor["metadata"]
+    name = step_name(meta["name"], launch.seq, launch.kind)
+    spec = MonitorStepSpec(
+        monitor=meta["name"],
+        kind=launch.kind,
+        check=launch.input.check,
+        seq=launch.seq,
+        input=launch.input,
+    )
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MonitorStep",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": {
+                LABEL_MONITOR: label_value(meta["name"]),
+                LABEL_KIND: launch.kind.value,
+                LABEL_SEQ: str(launch.seq),
+            },
+            "ownerReferences": [owner(API_VERSION, "Monitor", meta["name"], meta["uid"])],
+        },
+        "spec": spec.model_dump(mode="json", exclude_none=True),
+    }
+
+
+def step_job(step: Manifest, settings: OperatorSettings) -> Manifest:
+    meta = step["metadata"]
+    kind = StepKind(step["spec"]["kind"])
+    account = (
+        settings.observerServiceAccount
+        if kind is StepKind.observe
+        else settings.actorServiceAccount
+    )
+    labels = {
+        LABEL_STEP: meta["name"],
+        LABEL_MONITOR: meta["labels"][LABEL_MONITOR],
+        LABEL_KIND: kind.value,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "ownerReferences": [owner(API_VERSION, "MonitorStep", meta["name"], meta["uid"])],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": settings.stepDeadlineSeconds,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": account,
+                    "automountServiceAccountToken": True,
+                    "enableServiceLinks": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": STEP_UID,
+                        "runAsGroup": STEP_UID,
+                        "fsGroup": STEP_UID,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [
+                        {
+                            "name": "step",
+                            "image": settings.stepImage,
+                            "command": ["goalkeeper-step", kind.value],
+                            "env": step_env(meta, kind, settings),
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "runAsNonRoot": True,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                            "resources": {
+                                "requests": {"cpu": "100m", "memory": "256Mi"},
+                                "limits": {"cpu": "1", "memory": "1Gi"},
+                            },
+                            "terminationMessagePolicy": "FallbackToLogsOnError",
+                            "volumeMounts": [{"name": "tmp", "mountPath": POD_TMP}],
+                        }
+                    ],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}],
+                },
+            },
+        },
+    }
+
+
+def step_env(meta: Manifest, kind: StepKind, settings: OperatorSettings) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": "GOALKEEPER_STEP_NAME", "value": meta["name"]},
+        {"name": "GOALKEEPER_STEP_NAMESPACE", "value": meta["namespace"]},
+        {"name": "GOALKEEPER_MODEL", "value": settings.model},
+        {"name": "HOME", "value": POD_TMP},
+    ]
+    if settings.modelBaseUrl:
+        env.append({"name": "GOALKEEPER_MODEL_BASE_URL", "value": settings.modelBaseUrl})
+    if settings.modelApiKeySecret:
+        # The key stays in its Secret: the pod reads it, the Job spec never holds it.
+        env.append(
+            {
+                "name": "GOALKEEPER_MODEL_API_KEY",
+                "valueFrom": {
+                    "secretKeyRef": {
+                        "name": settings.modelApiKeySecret,
+                        "key": settings.modelApiKeySecretKey,
+                    }
+                },
+            }
+        )
+    if kind is StepKind.repair and settings.repairCommand:
+        env.append({"name": "GOALKEEPER_REPAIR_COMMAND", "value": settings.repairCommand})
+    env.extend({"name": k, "value": v} for k, v in sorted(settings.stepEnv.items()))
+    return env
+
+
+def monitor_event(
+    monitor: Manifest, *, name: str, reason: str, message: str, warning: bool, now: datetime
+) -> Manifest:
+    meta = monitor["metadata"]
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": API_VERSION,
+            "kind": "Monitor",
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+        },
+        "reason": reason,
+        "message": message,
+        "type": "Warning" if warning else "Normal",
+        "source": {"component": "goalkeeper"},
+        "reportingComponent": "goalkeeper.dev/operator",
+        "reportingInstance": "goalkeeper",
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }

@@ -1,0 +1,370 @@
+"""Carries the engine's decisions out in a cluster. Decides nothing itself.
+
+One `apply` per engine event: read the Monitor, ask the engine, carry out the effects,
+then write the status with an optimistic lock. Effects come first and are idempotent
+(deterministic names, AlreadyExists is success), so a crash between them and the status
+write is repaired by the same event arriving again: nothing is lost, nothing is doubled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from goalkeeper.controller import manifests
+from goalkeeper.controller.manifests import GROUP, LABEL_MONITOR, VERSION
+from goalkeeper.controller.settings import OperatorSettings
+from goalkeeper.core.engine import (
+    Decision,
+    EmitReport,
+    Event,
+    LaunchStep,
+    PublishSchedule,
+    StepFailed,
+    StopMonitor,
+    decide,
+    reject_spec,
+)
+from goalkeeper.core.models import MonitorSpec, MonitorState, MonitorStatus, StepKind, StopReason
+from goalkeeper.core.steps import describe_errors, step_event
+
+log = logging.getLogger("goalkeeper.reconciler")
+
+Body = dict[str, Any]
+EventFor = Callable[[MonitorStatus], Event | None]
+CONFLICT_RETRIES = 5
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        api_client: Any,
+        settings: OperatorSettings,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._timers: dict[tuple[str, str], tuple[datetime, asyncio.Task[None]]] = {}
+
+    # --- the one way state changes ---
+
+    async def apply(self, namespace: str, name: str, event_for: EventFor) -> None:
+        """Decide on one event for one monitor and carry the decision out."""
+        key = (namespace, name)
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            for _ in range(CONFLICT_RETRIES):
+                monitor = await self._get_monitor(namespace, name)
+                if monitor is None:
+                    return
+                try:
+                    status = MonitorStatus.model_validate(monitor.get("status") or {})
+                except ValidationError as error:
+                    log.error("%s/%s: status is unreadable, not touching it: %s", *key, error)
+                    return
+                decision = await self._decide(monitor, status, event_for)
+                if decision is None or decision.status == status:
+                    return
+                if await self._write_status(monitor, decision.status):
+                    self.arm_timer(namespace, name, decision.status)
+                    return
+            log.warning("%s/%s: status kept changing; the next event retries", *key)
+
+    async def _decide(
+        self, monitor: Body, status: MonitorStatus, event_for: EventFor
+    ) -> Decision | None:
+        now = self.clock()
+        try:
+            spec = MonitorSpec.model_validate(monitor.get("spec") or {})
+        except ValidationError as error:
+            decision = reject_spec(status, describe_errors(error), now)
+            return await self._carry_out(monitor, None, decision)
+        event = event_for(status)
+        if event is None:
+            return None
+        decision = decide(spec, status, event, now, minute=self.settings.minute)
+        name = monitor["metadata"]["name"]
+        log.debug("%s: %s -> %s", name, type(event).__name__, decision.effects)
+        return await self._carry_out(monitor, spec, decision)
+
+    async def _carry_out(
+        self, monitor: Body, spec: MonitorSpec | None, decision: Decision
+    ) -> Decision:
+        meta = monitor["metadata"]
+        for effect in decision.effects:
+            match effect:
+                case LaunchStep():
+                    assert spec is not None
+                    problem = await self._preflight(meta["namespace"], effect.kind)
+                    if problem is not None:
+                        event = StepFailed(effect.seq, problem, permanent=True)
+                        followup = decide(spec, decision.status, event, self.clock())
+                        return await self._carry_out(monitor, spec, followup)
+                    await self._launch(monitor, effect)
+                case EmitReport():
+                    log.info(
+                        "%s/%s check %d:\n%s",
+                        meta["namespace"],
+                        meta["name"],
+                        effect.check,
+                        effect.text,
+                    )
+                    await self._event(monitor, f"check-{effect.check}", "Report", effect.text)
+                case PublishSchedule():
+                    log.info(
+                        "%s/%s next check at %s",
+                        meta["namespace"],
+                        meta["name"],
+                        effect.schedule.nextCheckAt.isoformat(),
+                    )
+                case StopMonitor():
+                    log.info(
+                        "%s/%s stopped (%s): %s",
+                        meta["namespace"],
+                        meta["name"],
+                        effect.reason,
+                        effect.message,
+                    )
+                    await self._event(
+                        monitor,
+                        "stopped",
+                        "Stopped",
+                        effect.message,
+                        warning=effect.reason is not StopReason.goalComplete,
+                    )
+        return decision
+
+    # --- effects ---
+
+    async def _preflight(self, namespace: str, kind: StepKind) -> str | None:
+        """A missing dependency that no retry can fix, named for the user."""
+        if not self.settings.model:
+            return "No model is configured: set GOALKEEPER_MODEL (openai:NAME or anthropic:NAME)."
+        account = (
+            self.settings.observerServiceAccount
+            if kind is StepKind.observe
+            else self.settings.actorServiceAccount
+        )
+        try:
+            await asyncio.to_thread(self.core.read_namespaced_service_account, account, namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return (
+                    f"ServiceAccount {account} is missing in namespace {namespace}; "
+                    f"the {kind} step runs as it."
+                )
+            raise
+        return None
+
+    async def _launch(self, monitor: Body, launch: LaunchStep) -> None:
+        namespace = monitor["metadata"]["namespace"]
+        step = manifests.monitor_step(monitor, launch)
+        created = await self._create(
+            lambda: self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, "monitorsteps", step
+            ),
+            lambda: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "monitorsteps", step["metadata"]["name"]
+            ),
+        )
+        job = manifests.step_job(created, self.settings)
+        job["metadata"]["labels"][manifests.LABEL_SEQ] = str(launch.seq)
+        await self._create(lambda: self.batch.create_namespaced_job(namespace, job), None)
+        log.info(
+            "%s/%s launched %s step %s",
+            namespace,
+            monitor["metadata"]["name"],
+            launch.kind,
+            step["metadata"]["name"],
+        )
+        await self._prune(monitor, keep_seq=launch.seq)
+
+    async def _create(self, create: Callable[[], Any], read: Callable[[], Any] | None) -> Any:
+        try:
+            result = await asyncio.to_thread(create)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            return await asyncio.to_thread(read) if read is not None else None
+        return result.to_dict() if hasattr(result, "to_dict") else result
+
+    async def _event(
+        self, monitor: Body, what: str, reason: str, message: str, warning: bool = False
+    ) -> None:
+        meta = monitor["metadata"]
+        body = manifests.monitor_event(
+            monitor,
+            name=manifests.event_name(meta["name"], meta["uid"], what),
+            reason=reason,
+            message=message,
+            warning=warning,
+            now=self.clock(),
+        )
+        await self._create(lambda: self.core.create_namespaced_event(meta["namespace"], body), None)
+
+    async def _prune(self, monitor: Body, keep_seq: int) -> None:
+        """Keep the newest `stepHistory` MonitorSteps; GC takes their Jobs and pods."""
+        meta = monitor["metadata"]
+        listed = await asyncio.to_thread(
+            self.custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            meta["namespace"],
+            "monitorsteps",
+            label_selector=f"{LABEL_MONITOR}={manifests.label_value(meta['name'])}",
+        )
+        steps = [
+            s for s in listed.get("items", []) if s.get("spec", {}).get("monitor") == meta["name"]
+        ]
+        steps.sort(key=lambda s: int(s["spec"]["seq"]))
+        excess = len(steps) - self.settings.stepHistory
+        for old in steps[: max(excess, 0)]:
+            if int(old["spec"]["seq"]) == keep_seq:
+                continue
+            try:
+                await asyncio.to_thread(
+                    self.custom.delete_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    meta["namespace"],
+                    "monitorsteps",
+                    old["metadata"]["name"],
+                    propagation_policy="Background",
+                )
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+
+    # --- reads and the status write ---
+
+    async def _get_monitor(self, namespace: str, name: str) -> Body | None:
+        try:
+            return await asyncio.to_thread(
+                self.custom.get_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                "monitors",
+                name,
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    async def get_step(self, namespace: str, name: str) -> Body | None:
+        try:
+            return await asyncio.to_thread(
+                self.custom.get_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                "monitorsteps",
+                name,
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    async def _write_status(self, monitor: Body, status: MonitorStatus) -> bool:
+        meta = monitor["metadata"]
+        body = {
+            "metadata": {"resourceVersion": meta["resourceVersion"]},
+            "status": status.model_dump(mode="json"),
+        }
+        try:
+            await asyncio.to_thread(
+                self.custom.patch_namespaced_custom_object_status,
+                GROUP,
+                VERSION,
+                meta["namespace"],
+                "monitors",
+                meta["name"],
+                body,
+                _content_type="application/merge-patch+json",
+            )
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
+
+    # --- the wait timer ---
+
+    def arm_timer(self, namespace: str, name: str, status: MonitorStatus) -> None:
+        """Sleep until `nextCheckAt` when the monitor waits; nothing polls meanwhile."""
+        key = (namespace, name)
+        waiting = (
+            status.monitor is MonitorState.active
+            and status.step is None
+            and status.schedule is not None
+        )
+        current = self._timers.get(key)
+        if not waiting:
+            self.disarm(namespace, name)
+            return
+        assert status.schedule is not None
+        due = status.schedule.nextCheckAt
+        if current is not None and current[0] == due and not current[1].done():
+            return
+        self.disarm(namespace, name)
+        self._timers[key] = (due, asyncio.get_running_loop().create_task(self._fire(key, due)))
+
+    def disarm(self, namespace: str, name: str) -> None:
+        entry = self._timers.pop((namespace, name), None)
+        if entry is not None and entry[1] is not asyncio.current_task():
+            entry[1].cancel()
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.disarm(namespace, name)
+        self._locks.pop((namespace, name), None)
+
+    async def _fire(self, key: tuple[str, str], due: datetime) -> None:
+        from goalkeeper.core.engine import TimerDue
+
+        delay = (due - self.clock()).total_seconds()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        log.info("%s/%s timer due", *key)
+        try:
+            await self.apply(*key, lambda status: TimerDue())
+        except Exception:
+            log.exception("%s/%s: timer failed; it fires again on the next monitor event", *key)
+            self._timers.pop(key, None)
+
+    # --- finding lost steps after a restart ---
+
+    async def verify_step_in_flight(self, namespace: str, name: str, status: MonitorStatus) -> None:
+        """After a restart: a step whose result or object was missed is settled now."""
+        step = status.step
+        if step is None:
+            return
+        step_name = manifests.step_name(name, step.seq, step.kind)
+        found = await self.get_step(namespace, step_name)
+        seq, kind = step.seq, step.kind
+
+        def event_for(current: MonitorStatus) -> Event | None:
+            if current.step is None or current.step.seq != seq:
+                return None
+            if found is None:
+                return StepFailed(
+                    seq, f"MonitorStep {step_name} vanished before it wrote a result."
+                )
+            return step_event(kind, seq, found.get("status"))
+
+        await self.apply(namespace, name, event_for)

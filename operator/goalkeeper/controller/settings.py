@@ -1,0 +1,126 @@
+"""The operator's settings: one place, read from environment variables (the chart sets them)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Annotated
+
+from pydantic import Field, ValidationError, field_validator
+
+from goalkeeper.core.models import Model
+
+PREFIX = "GOALKEEPER_"
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names the variable and the bound."""
+
+
+class OperatorSettings(Model):
+    model: str = Field(
+        default="",
+        description="GOALKEEPER_MODEL: `openai:NAME` or `anthropic:NAME`; empty stops monitors.",
+    )
+    modelBaseUrl: str = Field(default="", description="GOALKEEPER_MODEL_BASE_URL")
+    modelApiKeySecret: str = Field(
+        default="", description="GOALKEEPER_MODEL_API_KEY_SECRET: Secret holding the API key."
+    )
+    modelApiKeySecretKey: str = Field(
+        default="api-key", description="GOALKEEPER_MODEL_API_KEY_SECRET_KEY"
+    )
+    stepImage: str = Field(default="goalkeeper:0.1.0", description="GOALKEEPER_STEP_IMAGE")
+    observerServiceAccount: str = Field(
+        default="goalkeeper-observer", description="GOALKEEPER_OBSERVER_SERVICE_ACCOUNT"
+    )
+    actorServiceAccount: str = Field(
+        default="goalkeeper-actor", description="GOALKEEPER_ACTOR_SERVICE_ACCOUNT"
+    )
+    stepDeadlineSeconds: Annotated[int, Field(ge=30, le=86_400)] = Field(
+        default=900,
+        description="GOALKEEPER_STEP_DEADLINE_SECONDS: activeDeadlineSeconds of a step.",
+    )
+    stepHistory: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=20, description="GOALKEEPER_STEP_HISTORY: MonitorSteps kept per monitor."
+    )
+    namespaces: list[str] = Field(
+        default_factory=list,
+        description="GOALKEEPER_NAMESPACES: comma-separated; empty watches all namespaces.",
+    )
+    repairCommand: str = Field(default="", description="GOALKEEPER_REPAIR_COMMAND")
+    stepEnv: dict[str, str] = Field(
+        default_factory=dict,
+        description="Step limits (STEP_PASSTHROUGH) forwarded to every step unchanged.",
+    )
+    timeScale: Annotated[float, Field(gt=0, le=60)] = Field(
+        default=60.0,
+        description=(
+            "GOALKEEPER_TIME_SCALE: seconds in one `everyMinutes` minute. For tests only; "
+            "production leaves it at 60."
+        ),
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _model_form(cls, value: str) -> str:
+        if value and (":" not in value or value.split(":", 1)[0] not in {"openai", "anthropic"}):
+            raise ValueError("must be `openai:NAME` or `anthropic:NAME`")
+        return value
+
+    @property
+    def minute(self) -> timedelta:
+        return timedelta(seconds=self.timeScale)
+
+
+# Step limits the operator forwards to the step pods (the step validates them).
+STEP_PASSTHROUGH = (
+    "GOALKEEPER_REQUEST_LIMIT",
+    "GOALKEEPER_TOOL_CALLS_LIMIT",
+    "GOALKEEPER_TOTAL_TOKENS_LIMIT",
+    "GOALKEEPER_MAX_OUTPUT_TOKENS",
+    "GOALKEEPER_HTTP_TIMEOUT_SECONDS",
+    "GOALKEEPER_PROVIDER_RETRIES",
+    "GOALKEEPER_PRICE_INPUT_PER_MTOK",
+    "GOALKEEPER_PRICE_OUTPUT_PER_MTOK",
+    "GOALKEEPER_ALLOW_COMMANDS",
+    "GOALKEEPER_COST_LIMIT_USD",
+    "GOALKEEPER_OUTPUT_RETRIES",
+    "GOALKEEPER_RETRY_BACKOFF_SECONDS",
+    "GOALKEEPER_FILE_ROOTS",
+    "GOALKEEPER_REPAIR_TIMEOUT_SECONDS",
+)
+
+_FIELDS = {
+    "model": "MODEL",
+    "modelBaseUrl": "MODEL_BASE_URL",
+    "modelApiKeySecret": "MODEL_API_KEY_SECRET",
+    "modelApiKeySecretKey": "MODEL_API_KEY_SECRET_KEY",
+    "stepImage": "STEP_IMAGE",
+    "observerServiceAccount": "OBSERVER_SERVICE_ACCOUNT",
+    "actorServiceAccount": "ACTOR_SERVICE_ACCOUNT",
+    "stepDeadlineSeconds": "STEP_DEADLINE_SECONDS",
+    "stepHistory": "STEP_HISTORY",
+    "repairCommand": "REPAIR_COMMAND",
+    "timeScale": "TIME_SCALE",
+}
+
+
+def load(environ: Mapping[str, str] | None = None) -> OperatorSettings:
+    """Settings from the environment; a bad value raises SettingsError naming the variable."""
+    env = os.environ if environ is None else environ
+    raw: dict[str, object] = {
+        field: env[PREFIX + name] for field, name in _FIELDS.items() if PREFIX + name in env
+    }
+    if env.get(PREFIX + "NAMESPACES"):
+        raw["namespaces"] = [n.strip() for n in env[PREFIX + "NAMESPACES"].split(",") if n.strip()]
+    raw["stepEnv"] = {name: env[name] for name in STEP_PASSTHROUGH if name in env}
+    try:
+        return OperatorSettings.model_validate(raw)
+    except ValidationError as error:
+        problems = []
+        for item in error.errors(include_url=False, include_input=False):
+            field = str(item["loc"][0])
+            variable = PREFIX + _FIELDS.get(field, field.upper())
+            problems.append(f"{variable}: {item['msg']}")
+        raise SettingsError("; ".join(problems)) from None
