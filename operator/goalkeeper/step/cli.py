@@ -1,8 +1,245 @@
-"""Placeholder entry point until the agent step lands."""
+"""`goalkeeper-step observe | act | repair`: the thin entry of the agent step.
 
+Parse the kind, load the settings, read the MonitorStep, run the step, write its status.
+Exit codes: 0 the step ran and wrote its result; 1 the step failed and the failure is
+recorded in the MonitorStep status; 2 the step could not even report (no identity, no
+Kubernetes access, or the status could not be written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
 import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from goalkeeper.core.models import (
+    MonitorStepStatus,
+    StepErrorKind,
+    StepInput,
+    StepKind,
+    StepPhase,
+    StepUsage,
+)
+from goalkeeper.step.agent import RunLimits, StepOutcome, run_act, run_observe
+from goalkeeper.step.fence import new_fence_id
+from goalkeeper.step.settings import SettingsError, StepSettings, load_identity, load_settings
+
+TERMINATION_LOG = "/dev/termination-log"
+TERMINATION_MAX = 4000
 
 
-def main() -> int:
-    print("goalkeeper-step: the agent step is not implemented yet", file=sys.stderr)
-    return 2
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _say(message: str) -> None:
+    print(f"goalkeeper-step: {message}", file=sys.stderr, flush=True)
+
+
+def summary(kind: StepKind, outcome: StepOutcome) -> str:
+    if not outcome.ok:
+        return f"{kind.value} Failed ({outcome.error_kind}): {outcome.error}"
+    result = outcome.result or {}
+    if kind is StepKind.observe:
+        return (
+            f"observe Succeeded: route={result.get('route')} goal={result.get('goal')} "
+            f"work={result.get('work')}"
+        )
+    return f"{kind.value} Succeeded: outcome={result.get('outcome')}: {result.get('evidence')}"
+
+
+def write_termination_message(text: str) -> None:
+    path = os.environ.get("GOALKEEPER_TERMINATION_MESSAGE_PATH", "").strip()
+    if not path:
+        if not os.path.exists(TERMINATION_LOG):
+            return
+        path = TERMINATION_LOG
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text[:TERMINATION_MAX])
+    except OSError as exc:
+        _say(f"could not write the termination message to {path}: {exc}")
+
+
+def final_status(outcome: StepOutcome, started: datetime, finished: datetime) -> dict[str, Any]:
+    status = MonitorStepStatus(
+        phase=StepPhase.Succeeded if outcome.ok else StepPhase.Failed,
+        result=outcome.result if outcome.ok else None,
+        error=None if outcome.ok else (outcome.error or "")[:4000],
+        errorKind=outcome.error_kind,
+        usage=outcome.usage,
+        startedAt=started,
+        finishedAt=finished,
+    )
+    # Nulls are kept: in a merge patch they clear what an earlier attempt left behind.
+    return status.model_dump(mode="json")
+
+
+def failed(kind: StepErrorKind, message: str) -> StepOutcome:
+    return StepOutcome(None, StepUsage(), message, kind)
+
+
+def parse_input(doc: dict[str, Any], kind: StepKind) -> StepInput:
+    spec = doc.get("spec") or {}
+    raw = spec.get("input")
+    if raw is None:
+        raise ValueError("the MonitorStep has no spec.input")
+    step_input = StepInput.model_validate(raw)
+    if step_input.kind is not kind:
+        raise ValueError(
+            f"this is a {kind.value} step but spec.input.kind is {step_input.kind.value!r}"
+        )
+    if kind in (StepKind.act, StepKind.repair) and step_input.action is None:
+        raise ValueError(f"a {kind.value} step needs spec.input.action")
+    return step_input
+
+
+def _validation_text(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:10]:
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        parts.append(f"{loc}: {err.get('msg')}")
+    return "; ".join(parts)
+
+
+def run_step(
+    kind: StepKind,
+    step_input: StepInput,
+    settings: StepSettings,
+    namespace: str,
+    *,
+    kube: Any,
+) -> StepOutcome:
+    """Run one step with real model and tools."""
+    if kind is StepKind.repair:
+        from goalkeeper.step.repair import run_repair
+
+        return run_repair(
+            step_input, settings.repair_argv, timeout_seconds=settings.repair_timeout_seconds
+        )
+
+    from goalkeeper.step.model import build_model, model_settings
+    from goalkeeper.step.tools import StepTools, ToolConfig
+
+    tools = StepTools(
+        kube,
+        ToolConfig(
+            fence_id=new_fence_id(),
+            namespace=namespace,
+            file_roots=settings.file_roots,
+            allow_commands=settings.allow_commands,
+        ),
+    )
+    limits = RunLimits(
+        request_limit=settings.request_limit,
+        tool_calls_limit=settings.tool_calls_limit,
+        total_tokens_limit=settings.total_tokens_limit,
+        cost_limit_usd=settings.cost_limit_usd,
+        output_retries=settings.output_retries,
+    )
+
+    async def go() -> StepOutcome:
+        model = build_model(settings)
+        runner: Callable[..., Any] = run_observe if kind is StepKind.observe else run_act
+        try:
+            return await runner(
+                step_input, model, tools, limits=limits, model_settings=model_settings(settings)
+            )
+        finally:
+            with contextlib.suppress(Exception):
+                tools.http.close()
+
+    return asyncio.run(go())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="goalkeeper-step", description="Run one goalkeeper agent step."
+    )
+    parser.add_argument("kind", choices=[k.value for k in StepKind])
+    args = parser.parse_args(argv)
+    kind = StepKind(args.kind)
+
+    try:
+        identity = load_identity()
+    except SettingsError as exc:
+        _say(f"cannot tell which MonitorStep to run: {exc}")
+        return 2
+
+    from goalkeeper.step.kube import KubeBackend, KubeError, load_api_client, patch_step_status
+    from goalkeeper.step.kube import read_step as read_monitor_step
+
+    try:
+        backend = KubeBackend(load_api_client())
+    except Exception as exc:
+        _say(f"no Kubernetes access (KUBECONFIG or in-cluster config): {exc}")
+        return 2
+
+    started = _now()
+
+    def finish(outcome: StepOutcome) -> int:
+        message = summary(kind, outcome)
+        try:
+            patch_step_status(
+                backend,
+                identity.namespace,
+                identity.name,
+                final_status(outcome, started, _now()),
+            )
+        except KubeError as exc:
+            _say(f"could not write the MonitorStep status: {exc}")
+            _say(message)
+            write_termination_message(message)
+            return 2
+        write_termination_message(message)
+        (print if outcome.ok else _say)(message)
+        return 0 if outcome.ok else 1
+
+    try:
+        settings = load_settings(require_model=kind is not StepKind.repair)
+    except SettingsError as exc:
+        return finish(failed(StepErrorKind.configuration, f"invalid step settings: {exc}"))
+
+    try:
+        doc = read_monitor_step(backend, identity.namespace, identity.name)
+    except KubeError as exc:
+        _say(f"cannot read MonitorStep {identity.namespace}/{identity.name}: {exc}")
+        if exc.status == 404:
+            return 2
+        return finish(failed(StepErrorKind.internal, f"cannot read the MonitorStep: {exc}"))
+
+    try:
+        step_input = parse_input(doc, kind)
+    except ValidationError as exc:
+        return finish(
+            failed(StepErrorKind.configuration, f"invalid spec.input: {_validation_text(exc)}")
+        )
+    except ValueError as exc:
+        return finish(failed(StepErrorKind.configuration, str(exc)))
+
+    try:
+        patch_step_status(
+            backend,
+            identity.namespace,
+            identity.name,
+            {"phase": StepPhase.Running.value, "startedAt": started.isoformat()},
+        )
+    except KubeError as exc:
+        _say(f"could not mark the MonitorStep running: {exc}")
+
+    try:
+        outcome = run_step(kind, step_input, settings, identity.namespace, kube=backend)
+    except Exception as exc:  # the step must report, never crash without a status
+        outcome = failed(StepErrorKind.internal, f"{type(exc).__name__}: {exc}")
+    return finish(outcome)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,221 @@
+"""The pure core of the agent step: run one observe or act with a given model and tools.
+
+No Kubernetes here: the tools are injected (`StepTools` with any backend), the model is any
+pydantic-ai model (a `StepModel` for real runs, a `FunctionModel` in tests). The result is a
+`StepOutcome`: the validated output as a JSON dict, or an error with its kind, and the usage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import (
+    ModelAPIError,
+    ModelHTTPError,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
+from pydantic_ai.models import Model
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import RunUsage, UsageLimits
+
+from goalkeeper.core.models import (
+    ActionResult,
+    CostSource,
+    Observation,
+    StepErrorKind,
+    StepInput,
+    StepKind,
+    StepUsage,
+)
+from goalkeeper.step import prompts
+from goalkeeper.step.model import StepModel
+from goalkeeper.step.tools import StepTools, act_toolset, observe_toolset
+
+ERROR_MAX = 4000
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    request_limit: int = 30
+    tool_calls_limit: int = 60
+    total_tokens_limit: int = 500_000
+    cost_limit_usd: Decimal | None = None
+    output_retries: int = 3
+
+    def usage_limits(self) -> UsageLimits:
+        return UsageLimits(
+            request_limit=self.request_limit,
+            tool_calls_limit=self.tool_calls_limit,
+            total_tokens_limit=self.total_tokens_limit,
+            cost_limit=self.cost_limit_usd,
+        )
+
+
+@dataclass
+class StepOutcome:
+    result: dict[str, Any] | None
+    usage: StepUsage
+    error: str | None = None
+    error_kind: StepErrorKind | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+def step_usage(usage: RunUsage, model: Model | None) -> StepUsage:
+    """Usage for the MonitorStep status; the cost only when every request was priced."""
+    cost: Decimal | None
+    source: CostSource
+    if isinstance(model, StepModel):
+        cost, source = model.ledger.total()
+    elif usage.cost is not None:
+        cost, source = usage.cost, CostSource.genaiPrices
+    else:
+        cost, source = None, CostSource.unknown
+    if usage.requests == 0 and cost == 0:
+        cost, source = None, CostSource.unknown  # nothing was answered: nothing to price
+    return StepUsage(
+        requests=usage.requests,
+        toolCalls=usage.tool_calls,
+        inputTokens=usage.input_tokens,
+        outputTokens=usage.output_tokens,
+        costUsd=float(cost) if cost is not None else None,
+        costSource=source if cost is not None else CostSource.unknown,
+    )
+
+
+def _error(kind: StepErrorKind, message: str) -> tuple[StepErrorKind, str]:
+    return kind, message[:ERROR_MAX]
+
+
+def classify(exc: BaseException, model: Model | None = None) -> tuple[StepErrorKind, str]:
+    """The error kind and a one-paragraph message for an exception from a run."""
+    if isinstance(exc, UsageLimitExceeded):
+        return _error(StepErrorKind.limits, f"usage limit reached: {exc}")
+    if isinstance(exc, ModelAPIError):
+        retried = len(model.ledger.retried_errors) if isinstance(model, StepModel) else 0
+        detail = f"HTTP {exc.status_code}: " if isinstance(exc, ModelHTTPError) else ""
+        return _error(
+            StepErrorKind.provider,
+            f"model provider error after {retried} retr{'y' if retried == 1 else 'ies'}: "
+            f"{type(exc).__name__}: {detail}{exc}",
+        )
+    if isinstance(exc, UnexpectedModelBehavior):
+        return _error(
+            StepErrorKind.invalidOutput,
+            f"the model did not produce a valid answer within the retry budget: {exc}",
+        )
+    return _error(StepErrorKind.internal, f"{type(exc).__name__}: {exc}")
+
+
+async def _run(
+    *,
+    output_type: type[BaseModel],
+    system_prompt: str,
+    user_prompt: str,
+    model: Model,
+    toolset: Any,
+    limits: RunLimits,
+    model_settings: ModelSettings | None,
+) -> StepOutcome:
+    agent: Agent[None, Any] = Agent(
+        model,
+        output_type=output_type,
+        instructions=system_prompt,
+        toolsets=[toolset],
+        retries={"tools": 2, "output": limits.output_retries},
+        model_settings=model_settings,
+        defer_model_check=True,
+    )
+    usage = RunUsage()
+    try:
+        run = await agent.run(user_prompt, usage=usage, usage_limits=limits.usage_limits())
+    except Exception as exc:
+        kind, message = classify(exc, model)
+        return StepOutcome(None, step_usage(usage, model), message, kind)
+    output = run.output
+    return StepOutcome(output.model_dump(mode="json", exclude_none=True), step_usage(usage, model))
+
+
+def _now(clock: Callable[[], datetime] | None) -> datetime:
+    return (clock or (lambda: datetime.now(UTC)))()
+
+
+async def run_observe(
+    step_input: StepInput,
+    model: Model,
+    tools: StepTools,
+    *,
+    limits: RunLimits | None = None,
+    model_settings: ModelSettings | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> StepOutcome:
+    """One read-only observation; the result validates as an `Observation`."""
+    user = prompts.observe_user_prompt(
+        step_input,
+        fence_id=tools.config.fence_id,
+        namespace=tools.config.namespace,
+        now=_now(clock),
+    )
+    return await _run(
+        output_type=Observation,
+        system_prompt=prompts.OBSERVE_SYSTEM_PROMPT,
+        user_prompt=user,
+        model=model,
+        toolset=observe_toolset(tools),
+        limits=limits or RunLimits(),
+        model_settings=model_settings,
+    )
+
+
+async def run_act(
+    step_input: StepInput,
+    model: Model,
+    tools: StepTools,
+    *,
+    limits: RunLimits | None = None,
+    model_settings: ModelSettings | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> StepOutcome:
+    """One action and its verification; the result validates as an `ActionResult`."""
+    if step_input.action is None:
+        return StepOutcome(
+            None,
+            StepUsage(),
+            "the act step input has no action request (spec.input.action)",
+            StepErrorKind.configuration,
+        )
+    user = prompts.act_user_prompt(
+        step_input,
+        fence_id=tools.config.fence_id,
+        namespace=tools.config.namespace,
+        now=_now(clock),
+    )
+    return await _run(
+        output_type=ActionResult,
+        system_prompt=prompts.ACT_SYSTEM_PROMPT,
+        user_prompt=user,
+        model=model,
+        toolset=act_toolset(tools),
+        limits=limits or RunLimits(),
+        model_settings=model_settings,
+    )
+
+
+__all__ = [
+    "RunLimits",
+    "StepKind",
+    "StepOutcome",
+    "classify",
+    "run_act",
+    "run_observe",
+    "step_usage",
+]

@@ -1,0 +1,337 @@
+"""The agent core with pydantic-ai's FunctionModel: routes, corrections, limits, usage, tools."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+from tests.support.observations import observation_dict
+from tests.support.step_fakes import FakeKube, deployment, secret, step_input
+
+from goalkeeper.core.models import (
+    ActionResult,
+    CostSource,
+    Observation,
+    StepErrorKind,
+)
+from goalkeeper.step import prompts
+from goalkeeper.step.agent import RunLimits, run_act, run_observe
+from goalkeeper.step.model import StepModel
+from goalkeeper.step.tools import REDACTED, StepTools, ToolConfig
+
+FID = "feedfacecafebeef"
+Script = list[Callable[[list[ModelMessage], AgentInfo], ModelResponse] | ModelResponse]
+
+
+def tools(kube: FakeKube | None = None, **config: Any) -> StepTools:
+    return StepTools(
+        kube if kube is not None else FakeKube([deployment()]),
+        ToolConfig(fence_id=FID, namespace="shop", **config),
+    )
+
+
+def scripted(*steps: ModelResponse | Callable[..., ModelResponse]) -> tuple[FunctionModel, list]:
+    """A FunctionModel answering from a script; returns it and the list of message lists seen."""
+    seen: list[list[ModelMessage]] = []
+    queue = list(steps)
+
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        step = queue.pop(0)
+        return step(messages, info) if callable(step) else step
+
+    return FunctionModel(fn), seen
+
+
+def final(answer: dict[str, Any]) -> ModelResponse:
+    return ModelResponse(
+        parts=[ToolCallPart("final_result", answer)],
+        usage=RequestUsage(input_tokens=1000, output_tokens=100),
+    )
+
+
+def tool_call(name: str, /, **args: Any) -> ModelResponse:
+    return ModelResponse(
+        parts=[ToolCallPart(name, args)], usage=RequestUsage(input_tokens=800, output_tokens=50)
+    )
+
+
+def last_parts(messages: list[ModelMessage]) -> list[Any]:
+    last = messages[-1]
+    assert isinstance(last, ModelRequest)
+    return list(last.parts)
+
+
+@pytest.mark.parametrize("route", ["wait", "act", "stop"])
+async def test_observe_returns_each_route(route: str) -> None:
+    answer = observation_dict(route)
+    model, seen = scripted(final(answer))
+    outcome = await run_observe(step_input(), model, tools())
+    assert outcome.ok, outcome.error
+    assert outcome.result is not None
+    obs = Observation.model_validate(outcome.result)
+    assert obs.route.value == route
+    assert outcome.result == Observation.model_validate(answer).model_dump(
+        mode="json", exclude_none=True
+    )
+    assert outcome.usage.requests == 1
+    # the system prompt is the observe prompt; the user message carries the check and fence id
+    first = seen[0][0]
+    assert isinstance(first, ModelRequest)
+    assert first.instructions == prompts.OBSERVE_SYSTEM_PROMPT
+    user = str(first.parts[-1].content)
+    assert "Check 3 of at most 50" in user
+    assert f"Fence id for this run: {FID}" in user
+
+
+async def test_invalid_answer_is_sent_back_for_correction_then_accepted() -> None:
+    bad = observation_dict("act")
+    del bad["action"]  # route act without an action request
+    good = observation_dict("act")
+
+    def check_feedback(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        parts = last_parts(messages)
+        # pydantic-ai answers the output tool call with the validation errors
+        assert any(
+            isinstance(p, RetryPromptPart | ToolReturnPart) and p.tool_name == "final_result"
+            for p in parts
+        ), parts
+        feedback = json.dumps([str(p.content) for p in parts])
+        assert "action is required when route is 'act'" in feedback
+        return final(good)
+
+    model, seen = scripted(final(bad), check_feedback)
+    outcome = await run_observe(step_input(), model, tools())
+    assert outcome.ok, outcome.error
+    assert outcome.result is not None and outcome.result["route"] == "act"
+    assert len(seen) == 2
+    assert outcome.usage.requests == 2
+
+
+async def test_answers_that_stay_invalid_fail_the_step_as_invalid_output() -> None:
+    bad = {**observation_dict("wait"), "route": "sideways"}
+    model, seen = scripted(*[final(bad)] * 5)
+    outcome = await run_observe(step_input(), model, tools(), limits=RunLimits(output_retries=2))
+    assert not outcome.ok
+    assert outcome.error_kind is StepErrorKind.invalidOutput
+    assert len(seen) == 3  # the first answer and two corrections
+
+
+async def test_request_limit_fails_the_step_with_limits() -> None:
+    model, seen = scripted(*[tool_call("k8s_get", kind="Deployment", name="web")] * 10)
+    outcome = await run_observe(step_input(), model, tools(), limits=RunLimits(request_limit=3))
+    assert not outcome.ok
+    assert outcome.error_kind is StepErrorKind.limits
+    assert "request_limit" in (outcome.error or "")
+    assert outcome.usage.requests == 3
+    assert outcome.usage.toolCalls == 3
+    assert len(seen) == 3
+
+
+async def test_tool_call_limit_fails_the_step_with_limits() -> None:
+    model, _ = scripted(*[tool_call("k8s_get", kind="Deployment", name="web")] * 10)
+    outcome = await run_observe(step_input(), model, tools(), limits=RunLimits(tool_calls_limit=2))
+    assert outcome.error_kind is StepErrorKind.limits
+    assert "tool_calls_limit" in (outcome.error or "")
+
+
+async def test_tool_result_reaches_the_model_fenced_and_secrets_are_redacted() -> None:
+    kube = FakeKube([deployment(), secret()])
+
+    def after_tools(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [p for p in last_parts(messages) if isinstance(p, ToolReturnPart)]
+        assert {p.tool_name for p in returns} == {"k8s_get"}
+        for p in returns:
+            text = str(p.content)
+            assert text.startswith(f"<<<UNTRUSTED_TARGET_DATA id={FID}")
+            assert text.endswith(f"<<<END_UNTRUSTED_TARGET_DATA id={FID}>>>")
+            assert "aHVudGVyMg==" not in text and "s3cr3t-token" not in text
+            assert "managedFields" not in text
+        joined = "\n".join(str(p.content) for p in returns)
+        assert REDACTED in joined and "password" in joined
+        assert "replicas: 2" in joined
+        return final(observation_dict("wait"))
+
+    model, _ = scripted(
+        ModelResponse(
+            parts=[
+                ToolCallPart("k8s_get", {"kind": "Deployment", "name": "web"}),
+                ToolCallPart("k8s_get", {"kind": "Secret", "name": "db"}),
+            ]
+        ),
+        after_tools,
+    )
+    outcome = await run_observe(step_input(), model, tools(kube))
+    assert outcome.ok, outcome.error
+    assert outcome.usage.toolCalls == 2
+    assert ("get", ("apps/v1", "Deployment", "web", "shop")) in kube.calls
+
+
+async def test_observe_has_no_write_tools_and_refuses_mutating_verbs() -> None:
+    kube = FakeKube([deployment()])
+
+    def check(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        names = {t.name for t in info.function_tools}
+        assert names == {
+            "k8s_get",
+            "k8s_list",
+            "pod_logs",
+            "k8s_events",
+            "k8s_raw",
+            "http_get",
+            "read_file",
+        }
+        return tool_call(
+            "k8s_raw",
+            path="/apis/apps/v1/namespaces/shop/deployments/web",
+            method="PATCH",
+            body={"spec": {"replicas": 0}},
+        )
+
+    def after(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        [ret] = [p for p in last_parts(messages) if isinstance(p, ToolReturnPart)]
+        assert str(ret.content).startswith("REFUSED: this is a read-only observe step")
+        return final(observation_dict("wait"))
+
+    model, _ = scripted(check, after)
+    t = tools(kube)
+    outcome = await run_observe(step_input(), model, t)
+    assert outcome.ok
+    assert kube.writes() == []
+    assert not any(c[0] == "request" for c in kube.calls)
+    assert t.refusals == ["PATCH /apis/apps/v1/namespaces/shop/deployments/web"]
+
+
+async def test_act_scales_and_returns_an_action_result() -> None:
+    kube = FakeKube([deployment(replicas=0)])
+
+    def verify(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        assert "k8s_scale" in {t.name for t in info.function_tools}
+        assert "run_command" not in {t.name for t in info.function_tools}
+        return tool_call("k8s_get", kind="Deployment", name="web")
+
+    model, seen = scripted(
+        tool_call("k8s_scale", kind="Deployment", name="web", replicas=2),
+        verify,
+        final(
+            {
+                "outcome": "succeeded",
+                "evidence": "spec.replicas is 2",
+                "changed": ["deployments/web"],
+            }
+        ),
+    )
+    outcome = await run_act(step_input("act"), model, tools(kube))
+    assert outcome.ok, outcome.error
+    assert ActionResult.model_validate(outcome.result).outcome.value == "succeeded"
+    assert kube.objects[("Deployment", "shop", "web")]["spec"]["replicas"] == 2
+    first = seen[0][0]
+    assert isinstance(first, ModelRequest) and first.instructions == prompts.ACT_SYSTEM_PROMPT
+    user = str(first.parts[-1].content)
+    assert "Scale Deployment web to 2 replicas." in user
+    assert "- deployments/web" in user
+
+
+async def test_usage_cost_unknown_without_prices() -> None:
+    model, _ = scripted(final(observation_dict("wait")))
+    outcome = await run_observe(step_input(), StepModel(model), tools())
+    assert outcome.usage.costUsd is None
+    assert outcome.usage.costSource is CostSource.unknown
+    assert outcome.usage.inputTokens == 1000 and outcome.usage.outputTokens == 100
+
+
+async def test_usage_cost_from_configured_prices_per_request() -> None:
+    model, _ = scripted(
+        tool_call("k8s_get", kind="Deployment", name="web"), final(observation_dict("wait"))
+    )
+    priced = StepModel(model, prices=(Decimal("3"), Decimal("15")))
+    outcome = await run_observe(step_input(), priced, tools())
+    assert outcome.ok
+    # (800 + 1000) input tokens at $3/M, (50 + 100) output tokens at $15/M
+    expected = (1800 * 3 + 150 * 15) / 1_000_000
+    assert outcome.usage.costUsd == pytest.approx(expected)
+    assert outcome.usage.costSource is CostSource.configured
+    assert [p.source for p in priced.ledger.priced] == [CostSource.configured] * 2
+
+
+async def test_configured_cost_limit_stops_the_run() -> None:
+    model, seen = scripted(*[tool_call("k8s_get", kind="Deployment", name="web")] * 10)
+    priced = StepModel(model, prices=(Decimal("100"), Decimal("100")))  # $0.085 per request
+    outcome = await run_observe(
+        step_input(), priced, tools(), limits=RunLimits(cost_limit_usd=Decimal("0.2"))
+    )
+    assert outcome.error_kind is StepErrorKind.limits
+    assert "cost_limit" in (outcome.error or "")
+    assert len(seen) == 3  # the third request pushes the cost over the ceiling
+    assert outcome.usage.costSource is CostSource.configured
+    assert outcome.usage.costUsd == pytest.approx(3 * 850 * 100 / 1_000_000)
+
+
+async def test_provider_errors_are_retried_with_backoff_then_succeed() -> None:
+    delays: list[float] = []
+    attempts = 0
+
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        nonlocal attempts
+        attempts += 1
+        if attempts <= 2:
+            raise ModelHTTPError(503, "function", {"error": "overloaded"})
+        return final(observation_dict("wait"))
+
+    async def sleep(seconds: float) -> None:
+        delays.append(seconds)
+
+    model = StepModel(FunctionModel(fn), retries=3, backoff_seconds=0.5, sleep=sleep)
+    outcome = await run_observe(step_input(), model, tools())
+    assert outcome.ok, outcome.error
+    assert delays == [0.5, 1.0]
+    assert outcome.usage.requests == 1
+
+
+async def test_provider_errors_beyond_the_retries_fail_the_step() -> None:
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ModelHTTPError(500, "function", {"error": "boom"})
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    model = StepModel(FunctionModel(fn), retries=2, sleep=sleep)
+    outcome = await run_observe(step_input(), model, tools())
+    assert outcome.error_kind is StepErrorKind.provider
+    assert "after 2 retries" in (outcome.error or "")
+    assert "500" in (outcome.error or "")
+
+
+async def test_client_errors_are_not_retried() -> None:
+    calls = 0
+
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        nonlocal calls
+        calls += 1
+        raise ModelHTTPError(401, "function", {"error": "bad key"})
+
+    model = StepModel(FunctionModel(fn), retries=3)
+    outcome = await run_observe(step_input(), model, tools())
+    assert outcome.error_kind is StepErrorKind.provider
+    assert calls == 1
+
+
+async def test_act_without_an_action_is_a_configuration_error() -> None:
+    model, seen = scripted()
+    outcome = await run_act(step_input("observe"), model, tools())
+    assert outcome.error_kind is StepErrorKind.configuration
+    assert seen == []
