@@ -95,7 +95,7 @@ Responder = Callable[[dict[str, Any]], Reply]
 @dataclass
 class RecordedRequest:
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names lowercased
     body: dict[str, Any]
     status: int = 0  # the status the server answered with
     at: float = field(default_factory=time.monotonic)
@@ -139,7 +139,8 @@ class ModelServer:
                     body = json.loads(raw or b"{}")
                 except ValueError:
                     body = {"_unparsed": raw.decode("utf-8", "replace")}
-                status, payload = server._answer(self.path, dict(self.headers), body)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                status, payload = server._answer(self.path, headers, body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -155,7 +156,9 @@ class ModelServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
