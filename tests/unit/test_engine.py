@@ -596,3 +596,12 @@ def test_acceptance_15_no_target_specific_api_required() -> None:
     loop.start()
     obs = observation("wait", progress=None)
     assert kinds(loop.observe(obs)) == ["EmitReport", "PublishSchedule"]
+
+
+def test_invalid_stored_spec_stops_as_blocked_naming_the_problem() -> None:
+    from goalkeeper.core.engine import reject_spec
+
+    decision = reject_spec(MonitorStatus(), "everyMinutes: less than or equal to 1440", T0)
+    stop = stopped_with(decision.effects)
+    assert stop.reason is StopReason.blocked and "everyMinutes" in stop.message
+    assert reject_spec(decision.status, "again", T0).effects == ()

@@ -183,6 +183,15 @@ def decide(
     return turn.decision()
 
 
+def reject_spec(status: MonitorStatus, message: str, now: datetime) -> Decision:
+    """A stored spec that fails validation (written before the CRD rules existed) stops."""
+    if status.monitor is MonitorState.stopped:
+        return Decision(status, ())
+    turn = _Turn(None, status.model_copy(deep=True), now, MINUTE)
+    turn.stop(StopReason.blocked, f"The Monitor spec is invalid: {message}")
+    return turn.decision()
+
+
 def _after_stop(status: MonitorStatus, event: Event) -> Decision:
     # Nothing happens after a stop; only the observed generation still follows the spec.
     if isinstance(event, Started) and event.generation is not None:
@@ -195,14 +204,19 @@ class _Turn:
     """One decision in progress: a working copy of status and the effects so far."""
 
     def __init__(
-        self, spec: MonitorSpec, status: MonitorStatus, now: datetime, minute: timedelta
+        self, spec: MonitorSpec | None, status: MonitorStatus, now: datetime, minute: timedelta
     ) -> None:
-        self.spec = spec
+        self._spec = spec
         self.status = status
         self.now = now
         self.minute = minute
         self.effects: list[Effect] = []
         self.quiet = False
+
+    @property
+    def spec(self) -> MonitorSpec:
+        assert self._spec is not None, "only reject_spec decides without a spec"
+        return self._spec
 
     def decision(self) -> Decision:
         if not self.quiet:

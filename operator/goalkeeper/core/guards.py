@@ -66,7 +66,9 @@ def spend_violation(
     if estimate is None:
         return "The paid action has no cost estimate, so its cost cannot be verified."
     if ceiling is None:
-        return "The paid action needs a cost ceiling, and the recorded contract has no cost ceiling."
+        return (
+            "The paid action needs a cost ceiling, and the recorded contract has no cost ceiling."
+        )
     if not action.approval or not action.approval.strip():
         return "The paid action names no spending approval."
     currencies = {estimate.currency, ceiling.currency}

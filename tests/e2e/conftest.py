@@ -1,0 +1,70 @@
+"""Fixtures for the end-to-end tests: a namespace with the step accounts, a scripted model
+server on loopback, and the operator running as its own process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.conftest import api_client, control_plane, namespace, pod_runner  # noqa: F401
+from tests.e2e.harness import ROOT, Cluster, OperatorProcess
+from tests.support.model_server import ModelServer
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def target_ns(control_plane: Any, namespace: str, pod_runner: Any) -> str:  # noqa: F811
+    """A namespace with the step ServiceAccounts and roles, and the model API key Secret."""
+    control_plane.kubectl(
+        "apply", "-n", namespace, "-f", str(ROOT / "config" / "rbac" / "steps.yaml"), check=True
+    )
+    control_plane.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "model-api",
+        "-n",
+        namespace,
+        "--from-literal=api-key=test-key-not-secret",
+        check=True,
+    )
+    return namespace
+
+
+@pytest.fixture
+def cluster(api_client: Any, target_ns: str) -> Cluster:  # noqa: F811
+    return Cluster(api_client, target_ns)
+
+
+@pytest.fixture
+def model() -> Iterator[ModelServer]:
+    with ModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def operator(
+    control_plane: Any,  # noqa: F811
+    target_ns: str,
+    model: ModelServer,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[OperatorProcess]:
+    process = OperatorProcess(control_plane.kubeconfig, target_ns, model, tmp_path)
+    process.start()
+    yield process
+    process.stop()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print("---- operator log ----\n" + process.logs()[-20000:])
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)

@@ -1,0 +1,352 @@
+"""End-to-end harness: the operator as a real process, steps as real `goalkeeper-step`
+processes run by the pod runner, and a scripted model that reads the real target.
+
+The target of every scenario is plain Kubernetes: a Job `build` and a ConfigMap
+`build-progress` holding `done` and `total`. Nothing on the target knows goalkeeper.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.support.model_server import Final, ModelServer, Reply, ToolCalls, call
+from tests.support.observations import AUTHORIZED, contract
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+GROUP, VERSION = "goalkeeper.dev", "v1alpha1"
+TASK = (
+    "Finish the nightly build: Job build in this namespace must complete. You may resume "
+    "the build Job (spec.suspend=false) and restart it after an operational failure. "
+    "Do not change anything else."
+)
+
+
+# --- the target ----------------------------------------------------------------------------
+
+
+def build_job(
+    namespace: str, *, suspended: bool = True, seconds: float = 1.0, exit_code: int = 0
+) -> dict[str, Any]:
+    command = f"import time, sys; time.sleep({seconds}); sys.exit({exit_code})"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "build", "namespace": namespace, "labels": {"app": "build"}},
+        "spec": {
+            "suspend": suspended,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {"app": "build"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "build",
+                            "image": "python:3.11",
+                            "command": ["python", "-c", command],
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def progress_map(namespace: str, done: int, total: int = 27) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "build-progress", "namespace": namespace},
+        "data": {"done": str(done), "total": str(total)},
+    }
+
+
+# --- what the scripted model reads ---------------------------------------------------------
+
+
+@dataclass
+class Facts:
+    """The target's state as the model read it through the step's tools."""
+
+    job_found: bool = False
+    suspended: bool = False
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    done: int | None = None
+    total: int | None = None
+    raw: str = ""
+
+    @classmethod
+    def parse(cls, texts: list[str]) -> Facts:
+        joined = "\n".join(texts)
+        facts = cls(raw=joined)
+        job = next((t for t in texts if "Job " in t and "/build" in t), "")
+        if job and "ERROR" not in job.split("\n", 3)[0]:
+            facts.job_found = True
+            facts.suspended = bool(re.search(r"^\s+suspend: true", job, re.M))
+            for name in ("active", "succeeded", "failed"):
+                found = re.search(rf"^\s+{name}: (\d+)", job, re.M)
+                setattr(facts, name, int(found.group(1)) if found else 0)
+        for name in ("done", "total"):
+            found = re.search(rf"^\s+{name}: '(\d+)'", joined, re.M)
+            if found:
+                setattr(facts, name, int(found.group(1)))
+        return facts
+
+
+def observation(
+    route: str, goal: str, work: str, facts: Facts, report: str, **extra: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "route": route,
+        "goal": goal,
+        "work": work,
+        "observation": f"Job build: suspended={facts.suspended} active={facts.active} "
+        f"succeeded={facts.succeeded} failed={facts.failed}; progress "
+        f"{facts.done}/{facts.total}.",
+        "report": report,
+        "reason": f"Route {route}: {report}",
+        "contract": contract(),
+        "authorizedActions": AUTHORIZED,
+    }
+    if facts.done is not None and facts.total is not None:
+        body["progress"] = [
+            {
+                "key": "modules",
+                "label": "modules",
+                "status": "complete" if goal == "complete" else "running",
+                "completed": facts.done,
+                "total": facts.total,
+                "unit": "modules",
+                "observedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        ]
+    body.update(extra)
+    return body
+
+
+Observe = Callable[[Facts, int], dict[str, Any]]
+
+
+@dataclass
+class Scenario:
+    """A scripted model. Observe steps read the Job and ConfigMap through the step's tools,
+    then answer with `observe(facts, n)`; act steps make `act_calls(n)` and answer with the
+    n-th of `act_outcomes` (default succeeded), quoting what the tool said as evidence."""
+
+    namespace: str
+    observe: Observe
+    act_calls: Callable[[int], list[Any]] | None = None
+    act_outcomes: list[str] = field(default_factory=list)
+    observe_delay: float = 0.0
+    observed: list[Facts] = field(default_factory=list)
+    acts: int = 0
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        results = _results_since_user(body)
+        if _is_observe(body):
+            if not results:
+                return ToolCalls(
+                    [
+                        call("k8s_get", kind="Job", name="build", namespace=self.namespace),
+                        call(
+                            "k8s_get",
+                            kind="ConfigMap",
+                            name="build-progress",
+                            namespace=self.namespace,
+                        ),
+                    ]
+                )
+            facts = Facts.parse(results)
+            self.observed.append(facts)
+            answer = self.observe(facts, len(self.observed))
+            if self.observe_delay:
+                time.sleep(self.observe_delay)
+            return Final(answer)
+        if not results:
+            self.acts += 1
+            return ToolCalls((self.act_calls or self.resume)(self.acts))
+        n = self.acts
+        outcome = self.act_outcomes[n - 1] if n <= len(self.act_outcomes) else "succeeded"
+        return Final(
+            {
+                "outcome": outcome,
+                "evidence": f"Tool said: {results[-1][-300:]}",
+                "changed": ["jobs/build"],
+            }
+        )
+
+    def resume(self, _: int) -> list[Any]:
+        return [
+            call(
+                "k8s_patch",
+                kind="Job",
+                name="build",
+                namespace=self.namespace,
+                patch={"spec": {"suspend": False}},
+            )
+        ]
+
+
+def _is_observe(body: dict[str, Any]) -> bool:
+    for tool in body.get("tools", []):
+        function = tool.get("function", {})
+        if function.get("name") == "final_result":
+            return "route" in json.dumps(function.get("parameters", {}))
+    raise AssertionError("the step offered no final_result tool")
+
+
+def _results_since_user(body: dict[str, Any]) -> list[str]:
+    messages = body.get("messages", [])
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    return [
+        m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+        for m in messages[last_user + 1 :]
+        if m.get("role") == "tool"
+    ]
+
+
+class OperatorProcess:
+    def __init__(
+        self, kubeconfig: Path, namespace: str, model: ModelServer, log_dir: Path, **env: str
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.model = model
+        self.log_dir = log_dir
+        self.extra_env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> OperatorProcess:
+        self.starts += 1
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "GOALKEEPER_MODEL": "openai:scripted-model",
+            "GOALKEEPER_MODEL_BASE_URL": self.model.base_url,
+            "GOALKEEPER_MODEL_API_KEY_SECRET": "model-api",
+            "GOALKEEPER_NAMESPACES": self.namespace,
+            "GOALKEEPER_TIME_SCALE": "1",  # tests only: one `everyMinutes` minute is 1 s
+            "GOALKEEPER_STEP_DEADLINE_SECONDS": "120",
+            "GOALKEEPER_RETRY_BACKOFF_SECONDS": "0.1",
+            **self.extra_env,
+        }
+        log = (self.log_dir / f"operator-{self.starts}.log").open("wb")
+        self.proc = subprocess.Popen(
+            [str(BIN / "goalkeeper"), "run", "-v"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+        return self
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def logs(self) -> str:
+        return "\n".join(
+            p.read_text(errors="replace") for p in sorted(self.log_dir.glob("operator-*.log"))
+        )
+
+
+# --- reading the cluster -------------------------------------------------------------------
+
+
+class Cluster:
+    def __init__(self, api: Any, namespace: str) -> None:
+        self.ns = namespace
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.batch = client.BatchV1Api(api)
+
+    def monitor(self, name: str = "build") -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, self.ns, "monitors", name
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def status(self, name: str = "build") -> dict[str, Any]:
+        return (self.monitor(name) or {}).get("status") or {}
+
+    def steps(self, monitor: str = "build") -> list[dict[str, Any]]:
+        items = self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, self.ns, "monitorsteps", label_selector=f"{GROUP}/monitor={monitor}"
+        )["items"]
+        return sorted(items, key=lambda s: s["spec"]["seq"])
+
+    def step_kinds(self, monitor: str = "build") -> list[str]:
+        return [s["spec"]["kind"] for s in self.steps(monitor)]
+
+    def step_jobs(self) -> list[Any]:
+        return self.batch.list_namespaced_job(self.ns, label_selector=f"{GROUP}/step").items
+
+    def events(self, reason: str | None = None) -> list[Any]:
+        items = self.core.list_namespaced_event(self.ns).items
+        return [
+            e
+            for e in items
+            if e.involved_object.kind == "Monitor" and (reason is None or e.reason == reason)
+        ]
+
+    def create_monitor(self, name: str = "build", **spec: Any) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Monitor",
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": {"task": TASK, "stopWhen": "Stop when Job build has succeeded.", **spec},
+        }
+        return self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, self.ns, "monitors", body
+        )
+
+    def stopped(self, name: str = "build") -> dict[str, Any] | None:
+        status = self.status(name)
+        return status if status.get("monitor") == "stopped" else None
+
+
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float,
+    what: str,
+    on_timeout: Callable[[], str] | None = None,
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            detail = on_timeout() if on_timeout else ""
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{detail}")
+        time.sleep(0.25)

@@ -1,0 +1,472 @@
+"""The monitor spec's 15 acceptance cases, end to end: real API server, the operator as its
+own process, `goalkeeper-step` processes run by the pod runner, a scripted model on loopback,
+and a target that is a plain Job and ConfigMap."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.harness import (
+    ROOT,
+    Cluster,
+    Facts,
+    OperatorProcess,
+    Scenario,
+    build_job,
+    observation,
+    progress_map,
+    wait_until,
+)
+from tests.support.model_server import ModelServer, call
+from tests.support.observations import action
+
+pytestmark = pytest.mark.cluster
+
+
+def stamp(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def target(cluster: Cluster, *, done: int = 21, **job: Any) -> None:
+    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, **job))
+    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, done))
+
+
+def job_state(cluster: Cluster) -> Any:
+    return cluster.batch.read_namespaced_job("build", cluster.ns)
+
+
+def finished(cluster: Cluster, operator: OperatorProcess, timeout: float = 120) -> dict[str, Any]:
+    return wait_until(cluster.stopped, timeout, "the monitor to stop", operator.logs)
+
+
+def act(facts: Facts, report: str = "Idle; resuming the build now.", **overrides: Any) -> dict:
+    return observation("act", "incomplete", "idle", facts, report, action=action(**overrides))
+
+
+def done_or_wait(facts: Facts) -> dict[str, Any]:
+    if facts.succeeded:
+        return observation(
+            "stop", "complete", "complete", facts, "Job build succeeded.", stopReason="goalComplete"
+        )
+    return observation("wait", "incomplete", "running", facts, "Job build is running.")
+
+
+def step_results(cluster: Cluster, kind: str) -> list[dict[str, Any]]:
+    return [
+        s.get("status", {}).get("result") or {}
+        for s in cluster.steps()
+        if s["spec"]["kind"] == kind
+    ]
+
+
+def test_acceptance_01_goal_already_complete(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster, done=27, suspended=False, seconds=0)
+    wait_until(lambda: job_state(cluster).status.succeeded, 60, "the target Job to succeed")
+    model.default = Scenario(cluster.ns, lambda facts, n: done_or_wait(facts))
+    cluster.create_monitor()
+
+    status = finished(cluster, operator)
+    assert status["stop"]["reason"] == "goalComplete"
+    assert status["goal"] == "complete" and status["checks"] == 1
+    assert cluster.step_kinds() == ["observe"]
+    assert {j.metadata.labels["goalkeeper.dev/kind"] for j in cluster.step_jobs()} == {"observe"}
+    reports = cluster.events("Report")
+    assert len(reports) == 1 and "Goal: complete" in reports[0].message
+
+
+def test_acceptance_02_work_active_so_monitor_waits(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster, suspended=False, seconds=120)
+    model.default = Scenario(cluster.ns, lambda facts, n: done_or_wait(facts))
+    cluster.create_monitor(everyMinutes=3, maxChecks=2)
+
+    first = wait_until(
+        lambda: cluster.status().get("schedule"), 90, "a published schedule", operator.logs
+    )
+    assert first["everyMinutes"] == 3
+    assert (stamp(first["nextCheckAt"]) - stamp(first["lastCheckAt"])).total_seconds() == 3
+    assert cluster.status()["work"] == "running"
+
+    status = finished(cluster, operator)
+    assert status["stop"]["message"] == "Reached the 2-check safety limit."
+    observes = [s for s in cluster.steps() if s["spec"]["kind"] == "observe"]
+    assert len(observes) == 2
+    second_created = stamp(observes[1]["metadata"]["creationTimestamp"])
+    # Timestamps have whole seconds: the second check starts at nextCheckAt, not before.
+    assert second_created >= stamp(first["nextCheckAt"]).replace(microsecond=0)
+
+
+def test_acceptance_03_work_idle_so_monitor_starts_it(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster, done=0)
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        return (
+            act(facts, action="Start Job build (set spec.suspend=false).")
+            if facts.suspended
+            else done_or_wait(facts)
+        )
+
+    model.default = Scenario(cluster.ns, observe)
+    cluster.create_monitor(everyMinutes=1)
+    status = finished(cluster, operator)
+    assert status["stop"]["reason"] == "goalComplete"
+    assert cluster.step_kinds()[:3] == ["observe", "act", "observe"]
+    assert job_state(cluster).spec.suspend is False
+    first_report = sorted(cluster.events("Report"), key=lambda e: e.metadata.name)[0]
+    assert "Work: idle" in first_report.message and "Next action: Start Job build" in (
+        first_report.message
+    )
+
+
+def test_acceptance_04_saved_work_exists_so_monitor_resumes_it(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster, done=21)
+    uid = job_state(cluster).metadata.uid
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        if facts.suspended:
+            return act(
+                facts, kind="recover", action="Resume Job build from the 21 saved module outputs."
+            )
+        return done_or_wait(facts)
+
+    model.default = Scenario(cluster.ns, observe)
+    cluster.create_monitor(everyMinutes=1)
+    finished(cluster, operator)
+    assert job_state(cluster).metadata.uid == uid, "resumed, not recreated"
+    saved = cluster.core.read_namespaced_config_map("build-progress", cluster.ns)
+    assert saved.data["done"] == "21", "saved progress kept"
+    act_step = next(s for s in cluster.steps() if s["spec"]["kind"] == "act")
+    assert "21 saved module outputs" in act_step["spec"]["input"]["action"]["action"]
+
+
+def test_acceptance_05_action_succeeds_so_monitor_observes_immediately(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster, seconds=60)
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        if facts.suspended:
+            return act(facts)
+        return observation(
+            "stop",
+            "incomplete",
+            "running",
+            facts,
+            "Resumed; stopping here.",
+            stopReason="userRequested",
+        )
+
+    model.default = Scenario(cluster.ns, observe)
+    cluster.create_monitor(everyMinutes=600)  # a timer in between would take 10 minutes
+    finished(cluster, operator)
+    steps = cluster.steps()
+    assert [s["spec"]["kind"] for s in steps] == ["observe", "act", "observe"]
+    act_done = stamp(steps[1]["status"]["finishedAt"])
+    verify_created = stamp(steps[2]["metadata"]["creationTimestamp"])
+    assert (verify_created - act_done).total_seconds() < 30
+    assert steps[1]["status"]["result"]["outcome"] == "succeeded"
+
+
+def test_acceptance_06_action_fails_once_then_recovery_succeeds(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster)
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        if facts.suspended and n == 1:
+            return act(facts)
+        if facts.suspended:
+            return act(
+                facts,
+                kind="recover",
+                failureId="resume-failed",
+                action="Resume Job build again after the failed attempt.",
+            )
+        return done_or_wait(facts)
+
+    def act_calls(n: int) -> list[Any]:
+        name = "build-typo" if n == 1 else "build"  # the first attempt hits the wrong Job
+        return [
+            call(
+                "k8s_patch",
+                kind="Job",
+                name=name,
+                namespace=cluster.ns,
+                patch={"spec": {"suspend": False}},
+            )
+        ]
+
+    model.default = Scenario(
+        cluster.ns, observe, act_calls=act_calls, act_outcomes=["failed", "succeeded"]
+    )
+    cluster.create_monitor(everyMinutes=1)
+    status = finished(cluster, operator)
+    assert status["stop"]["reason"] == "goalComplete"
+    assert [r["outcome"] for r in step_results(cluster, "act")] == ["failed", "succeeded"]
+    assert status["lastAction"]["outcome"] == "succeeded"
+
+
+@pytest.fixture
+def repair_marker(tmp_path: Path) -> Path:
+    return tmp_path / "repair-request.json"
+
+
+@pytest.fixture
+def repair_env(repair_marker: Path) -> dict[str, str]:
+    script = ROOT / "tests" / "e2e" / "repair_workflow.py"
+    return {"GOALKEEPER_REPAIR_COMMAND": f"{sys.executable} {script} {repair_marker}"}
+
+
+def repair(facts: Facts, **overrides: Any) -> dict[str, Any]:
+    return observation(
+        "act",
+        "incomplete",
+        "failed",
+        facts,
+        "A configuration defect fails the build.",
+        action=action(
+            kind="repair",
+            authorizedActionId="fix-config",
+            failureId="bad-flag",
+            targetStateId="build-failed-bad-flag",
+            action="Fix the --jobs flag in the build configuration.",
+            **overrides,
+        ),
+    )
+
+
+def test_acceptance_07_same_repaired_failure_returns_so_monitor_stops(
+    cluster: Cluster,
+    model: ModelServer,
+    operator: OperatorProcess,
+    repair_env: dict[str, str],
+    repair_marker: Path,
+) -> None:
+    operator.stop()
+    operator.extra_env.update(repair_env)
+    operator.start()
+    target(cluster, suspended=False, seconds=0, exit_code=3)
+    model.default = Scenario(cluster.ns, lambda facts, n: repair(facts))
+    cluster.create_monitor()
+    status = finished(cluster, operator)
+    assert status["stop"]["reason"] == "repairRepeated"
+    assert cluster.step_kinds() == ["observe", "repair", "observe"]
+    assert repair_marker.exists()
+
+
+def test_acceptance_08_action_outside_authority_so_monitor_stops(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster)
+    model.default = Scenario(
+        cluster.ns,
+        lambda facts, n: act(
+            facts, authorizedActionId="rewrite-build-script", action="Rewrite the build script."
+        ),
+    )
+    cluster.create_monitor()
+    status = finished(cluster, operator)
+    assert status["stop"]["reason"] == "outsideAuthority"
+    assert "rewrite-build-script" in status["stop"]["message"]
+    assert cluster.step_kinds() == ["observe"]
+    assert job_state(cluster).spec.suspend is True
+
+
+def test_acceptance_09_paid_action_exceeds_limit_so_monitor_does_not_launch_it(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    from tests.support.observations import contract
+
+    target(cluster)
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        body = act(
+            facts,
+            estimatedCost={"amount": 25.0, "currency": "USD"},
+            approval="budget approved in ticket OPS-12",
+        )
+        body["contract"] = contract(costCeiling={"amount": 10.0, "currency": "USD"})
+        return body
+
+    model.default = Scenario(cluster.ns, observe)
+    cluster.create_monitor()
+    status = finished(cluster, operator)
+    assert status["stop"]["reason"] == "paidActionNotApproved"
+    assert "would exceed the cost ceiling" in status["stop"]["message"]
+    assert {j.metadata.labels["goalkeeper.dev/kind"] for j in cluster.step_jobs()} == {"observe"}
+
+
+def test_acceptance_10_monitor_active_while_target_idle(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess, control_plane: Any
+) -> None:
+    target(cluster)
+    model.default = Scenario(
+        cluster.ns,
+        lambda facts, n: observation(
+            "wait", "incomplete", "idle", facts, "Idle until the nightly window opens."
+        ),
+    )
+    cluster.create_monitor(everyMinutes=600)
+    status = wait_until(
+        lambda: cluster.status().get("schedule") and cluster.status(),
+        90,
+        "the first check",
+        operator.logs,
+    )
+    assert (status["monitor"], status["work"], status["goal"]) == ("active", "idle", "incomplete")
+    table = control_plane.kubectl("get", "monitors", "-n", cluster.ns, check=True).stdout
+    header, row = table.splitlines()[:2]
+    assert header.split()[:5] == ["NAME", "GOAL", "WORK", "PROGRESS", "CHECKS"]
+    assert "NEXT CHECK" in header and "AGE" in header
+    assert row.split()[:5] == ["build", "incomplete", "idle", "21/27", "modules"]
+
+
+def test_acceptance_11_target_completes_between_timed_observations(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster, suspended=False, seconds=4)
+    model.default = Scenario(cluster.ns, lambda facts, n: done_or_wait(facts))
+    cluster.create_monitor(everyMinutes=3)
+    status = finished(cluster, operator)
+    assert status["stop"]["reason"] == "goalComplete"
+    kinds = cluster.step_kinds()
+    assert set(kinds) == {"observe"} and len(kinds) >= 2
+    assert status["checks"] == len(kinds)
+
+
+def test_acceptance_12_unknown_input_fields_fail_before_run_creation(
+    cluster: Cluster, control_plane: Any, operator: OperatorProcess
+) -> None:
+    manifest = {
+        "apiVersion": "goalkeeper.dev/v1alpha1",
+        "kind": "Monitor",
+        "metadata": {"name": "build", "namespace": cluster.ns},
+        "spec": {"task": "Finish the build.", "audience": "ops"},
+    }
+    result = control_plane.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    assert result.returncode != 0
+    assert 'unknown field "spec.audience"' in result.stderr
+    assert cluster.monitor() is None
+    assert (
+        cluster.custom.list_namespaced_custom_object(
+            "goalkeeper.dev", "v1alpha1", cluster.ns, "monitorsteps"
+        )["items"]
+        == []
+    )
+
+
+def test_acceptance_13_normal_restart_does_not_trigger_repair(
+    cluster: Cluster,
+    model: ModelServer,
+    operator: OperatorProcess,
+    repair_env: dict[str, str],
+    repair_marker: Path,
+) -> None:
+    operator.stop()
+    operator.extra_env.update(repair_env)
+    operator.start()
+    target(cluster, suspended=False, seconds=0, exit_code=1)
+    wait_until(lambda: job_state(cluster).status.failed, 60, "the target Job to fail")
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        if facts.failed:
+            return act(
+                facts,
+                kind="recover",
+                failureId="build-exit-1",
+                action="Restart Job build: delete the failed Job and create it again.",
+            )
+        return done_or_wait(facts)
+
+    def restart(n: int) -> list[Any]:
+        fresh = build_job(cluster.ns, suspended=False, seconds=0)
+        return [
+            call("k8s_delete", kind="Job", name="build", namespace=cluster.ns),
+            call("k8s_create", manifest=fresh),
+        ]
+
+    scenario = Scenario(cluster.ns, observe, act_calls=restart)
+    model.default = scenario
+    cluster.create_monitor(everyMinutes=1)
+    status = finished(cluster, operator, timeout=180)
+    assert status["stop"]["reason"] == "goalComplete"
+    assert "repair" not in cluster.step_kinds()
+    assert not repair_marker.exists(), "the repair workflow never ran"
+
+
+def test_acceptance_14_real_defect_uses_repair_path(
+    cluster: Cluster,
+    model: ModelServer,
+    operator: OperatorProcess,
+    repair_env: dict[str, str],
+    repair_marker: Path,
+) -> None:
+    operator.stop()
+    operator.extra_env.update(repair_env)
+    operator.start()
+    target(cluster, suspended=False, seconds=0, exit_code=3)
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        if n == 1:
+            return repair(facts)
+        return observation(
+            "stop",
+            "incomplete",
+            "idle",
+            facts,
+            "Repaired; the owner reruns.",
+            stopReason="userRequested",
+        )
+
+    model.default = Scenario(cluster.ns, observe)
+    cluster.create_monitor()
+    status = finished(cluster, operator)
+    assert cluster.step_kinds() == ["observe", "repair", "observe"]
+    request = json.loads(repair_marker.read_text())
+    assert "--jobs flag" in json.dumps(request)
+    assert status["repairGuard"]["failureId"] == "bad-flag"
+    assert step_results(cluster, "repair")[0]["outcome"] == "succeeded"
+
+
+def test_acceptance_15_no_target_specific_monitoring_api_required(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster, done=21, suspended=False, seconds=120)
+    model.default = Scenario(cluster.ns, lambda facts, n: done_or_wait(facts))
+    cluster.create_monitor(everyMinutes=600)
+    status = wait_until(
+        lambda: cluster.status().get("schedule") and cluster.status(),
+        90,
+        "the first check",
+        operator.logs,
+    )
+    assert status["progressSummary"] == "21/27 modules"
+    job, progress = (
+        job_state(cluster),
+        cluster.core.read_namespaced_config_map("build-progress", cluster.ns),
+    )
+    for meta in (job.metadata, progress.metadata):
+        marks = {**(meta.labels or {}), **(meta.annotations or {})}
+        assert not any("goalkeeper" in key for key in marks), marks
+    tools = {
+        c["function"]["name"]
+        for body in model.bodies
+        for m in body.get("messages", [])
+        if m.get("role") == "assistant"
+        for c in m.get("tool_calls") or []
+    }
+    assert tools <= {"k8s_get", "final_result"}
