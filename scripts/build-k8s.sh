@@ -59,7 +59,7 @@ jobs="${GOALKEEPER_BUILD_JOBS:-2}"
 start=$(date +%s)
 (
   cd "$module_dir"
-  export CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
+  export CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
   export GOMAXPROCS="${GOMAXPROCS:-$jobs}"
   go build -p "$jobs" -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
 )

@@ -236,6 +236,9 @@ class ControlPlane:
                 f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
+                # The lease reconciler refuses a loopback advertise address; nothing here
+                # uses the `kubernetes` Service's endpoints anyway.
+                "--endpoint-reconciler-type=none",
                 f"--secure-port={self.port}",
                 f"--cert-dir={self.dir / 'apiserver-certs'}",
                 f"--tls-cert-file={p.serving_cert}",

@@ -152,6 +152,8 @@ class PodRunner:
         for worker in list(self._workers):
             worker.join(timeout)
         shutil.rmtree(self._own_dir / "run", ignore_errors=True)
+        if not self.log_dir.is_relative_to(self._own_dir):
+            shutil.rmtree(self._own_dir, ignore_errors=True)
 
     def __enter__(self) -> PodRunner:
         return self.start()

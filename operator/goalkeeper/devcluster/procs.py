@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,8 +46,8 @@ def spawn(
     cwd: Path | str | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start `argv` in its own process group (session), stdin closed, output to `log`
-    (or the given files). The child gets SIGKILL if the spawning thread dies (Linux
-    PR_SET_PDEATHSIG), so call this from a thread that lives as long as the child should.
+    (or the given files). The child gets SIGKILL if this process dies (Linux
+    PR_SET_PDEATHSIG; the fork happens in a daemon thread that lives as long as the process).
     """
     out: IO[Any] | int | None = stdout
     err: IO[Any] | int | None = stderr
@@ -53,7 +56,8 @@ def spawn(
         logf = open(log, "ab")  # noqa: SIM115 - handed to the child, closed below
         out, err = logf, subprocess.STDOUT
     try:
-        return subprocess.Popen(
+        return _in_spawner_thread(
+            subprocess.Popen,
             list(argv),
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -66,6 +70,39 @@ def spawn(
     finally:
         if logf is not None:
             logf.close()
+
+
+_spawn_queue: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], Future[Any]]]
+_spawn_queue = queue.Queue()
+_spawner: threading.Thread | None = None
+_spawner_lock = threading.Lock()
+
+
+def _spawner_main() -> None:
+    while True:
+        fn, args, kwargs, fut = _spawn_queue.get()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            fut.set_exception(exc)
+
+
+def _in_spawner_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run `fn` (a fork) in one daemon thread that lives as long as the process.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, so children
+    must not be forked from short-lived threads (asyncio.to_thread, fixtures' helpers).
+    """
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or not _spawner.is_alive():
+            _spawner = threading.Thread(
+                target=_spawner_main, name="devcluster-spawner", daemon=True
+            )
+            _spawner.start()
+    fut: Future[Any] = Future()
+    _spawn_queue.put((fn, args, kwargs, fut))
+    return fut.result()
 
 
 def kill_group(proc: subprocess.Popen[Any], sig: int) -> None:
