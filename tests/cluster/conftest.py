@@ -18,6 +18,7 @@ import pytest
 from goalkeeper.devcluster import ControlPlane, PodRunner
 
 REPO = Path(__file__).resolve().parents[2]
+OWN_RUNNER_LABEL = "goalkeeper.dev/test-runner"
 
 
 @pytest.fixture(scope="session")
@@ -38,10 +39,11 @@ def control_plane() -> Iterator[ControlPlane]:
 def pod_runner(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PodRunner]:
-    """Runs every pod of the cluster (no label selector) as a local process."""
+    """Runs every pod of the cluster as a local process, except pods labelled
+    `goalkeeper.dev/test-runner=own` (tests that start a runner of their own)."""
     runner = PodRunner(
         control_plane.kubeconfig,
-        label_selector=None,
+        label_selector=f"{OWN_RUNNER_LABEL}!=own",
         log_dir=tmp_path_factory.mktemp("pod-logs"),
     )
     runner.start()

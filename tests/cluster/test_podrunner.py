@@ -9,7 +9,7 @@ import pytest
 
 from goalkeeper.devcluster import ControlPlane, PodRunner
 from goalkeeper.devcluster.procs import pid_alive
-from tests.cluster.conftest import _exists, wait_for
+from tests.cluster.conftest import OWN_RUNNER_LABEL, _exists, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -313,3 +313,45 @@ def test_read_only_service_account_gets_403_on_create(
     assert result == "Complete", (message, stderr)
     assert message == f"answer=42 listed=True create=403 host={control_plane.server}"
     assert not _exists(lambda: core.read_namespaced_config_map("sneaky", namespace))
+
+
+async def test_runner_from_asyncio_with_label_selector(
+    control_plane: ControlPlane, api_client: Any, pod_runner: PodRunner, namespace: str
+) -> None:
+    """A runner started from an asyncio program runs only the pods its selector matches."""
+    import asyncio
+
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+
+    def pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {"name": "main", "image": "x", "command": ["python", "-c", "print(1)"]}
+                ],
+            },
+        }
+
+    async with PodRunner(
+        control_plane.kubeconfig,
+        label_selector=f"{OWN_RUNNER_LABEL}=own,goalkeeper.dev/step",
+        namespace=namespace,
+    ) as runner:
+        core.create_namespaced_pod(
+            namespace, pod("step", {OWN_RUNNER_LABEL: "own", "goalkeeper.dev/step": "observe"})
+        )
+        core.create_namespaced_pod(namespace, pod("other", {OWN_RUNNER_LABEL: "own"}))
+        for _ in range(300):
+            phase = core.read_namespaced_pod("step", namespace).status.phase
+            if phase == "Succeeded":
+                break
+            await asyncio.sleep(0.2)
+        assert phase == "Succeeded"
+        assert runner.record(namespace, "step") is not None
+        assert runner.record(namespace, "other") is None
+    assert pod_runner.record(namespace, "step") is None
+    assert core.read_namespaced_pod("other", namespace).status.phase == "Pending"
