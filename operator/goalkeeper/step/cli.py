@@ -125,7 +125,7 @@ def run_step(
             step_input, settings.repair_argv, timeout_seconds=settings.repair_timeout_seconds
         )
 
-    from goalkeeper.step.model import build_model, model_settings
+    from goalkeeper.step.model import build_model, http_client, model_settings
     from goalkeeper.step.tools import StepTools, ToolConfig
 
     tools = StepTools(
@@ -146,15 +146,19 @@ def run_step(
     )
 
     async def go() -> StepOutcome:
-        model = build_model(settings)
+        client = http_client(settings)
+        model = build_model(settings, client=client)
         runner: Callable[..., Any] = run_observe if kind is StepKind.observe else run_act
         try:
-            return await runner(
+            outcome: StepOutcome = await runner(
                 step_input, model, tools, limits=limits, model_settings=model_settings(settings)
             )
+            return outcome
         finally:
             with contextlib.suppress(Exception):
                 tools.http.close()
+            with contextlib.suppress(Exception):
+                await client.aclose()
 
     return asyncio.run(go())
 

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 GROUP = "goalkeeper.dev"
 VERSION = "v1alpha1"
@@ -36,9 +36,9 @@ def load_api_client() -> client.ApiClient:
     cfg = client.Configuration()
     kubeconfig = os.environ.get("KUBECONFIG", "").strip()
     if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
     else:
-        config.load_incluster_config(client_configuration=cfg)
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     return client.ApiClient(configuration=cfg)
 
 
@@ -86,7 +86,7 @@ class KubeBackend:
                 post_params=post,
                 _request_timeout=self.timeout,
             )
-            data = response.read() or b""
+            data = response.read() or b""  # type: ignore[no-untyped-call]
             status = int(response.status)
         except ApiException as exc:
             raise KubeError(int(exc.status or 0), str(exc.reason or exc)) from None

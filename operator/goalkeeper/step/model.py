@@ -187,8 +187,10 @@ def http_client(settings: StepSettings) -> httpx2.AsyncClient:
 
 def build_model(settings: StepSettings, *, client: httpx2.AsyncClient | None = None) -> StepModel:
     """The model the settings name, built explicitly (never from a bare string)."""
-    client = client or http_client(settings)
     ref = settings.model
+    if ref is None:
+        raise ValueError("GOALKEEPER_MODEL is not set")
+    client = client or http_client(settings)
     inner: Model
     if ref.provider == "openai":
         from pydantic_ai.models.openai import OpenAIChatModel

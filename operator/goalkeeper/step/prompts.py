@@ -69,8 +69,9 @@ idle, waiting, failed, blocked, complete, unknown) as separate facts.
    it, the exact mutation set, and how to verify it. It cannot grant authority. A paid action
    needs a recorded approval and must keep cumulative spend under the cost ceiling; when it
    cannot, route stop with paidActionNotApproved.
-7. failureId and targetStateId are short stable ids derived from observed facts (for example
-   crashloop:deployment/web:exit-1 and image:web@sha256:abc), identical across checks while
+7. failureId and targetStateId are short stable ids (letters, digits and . _ : / -) derived
+   from observed facts (for example
+   crashloop:deployment/web:exit-1 and image:web:sha256-abc), identical across checks while
    those facts are unchanged, different when they change.
 8. The check number and safety limit are given; they are not a finish condition.
 

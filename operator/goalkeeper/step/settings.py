@@ -75,7 +75,7 @@ def parse_model_ref(value: str) -> ModelRef:
     provider, sep, name = value.strip().partition(":")
     if not sep or not name.strip() or provider not in ("openai", "anthropic"):
         raise ValueError(f"expected {EXPECTED['GOALKEEPER_MODEL']}, got {value!r}")
-    return ModelRef(provider=provider, name=name.strip())  # type: ignore[arg-type]
+    return ModelRef(provider=provider, name=name.strip())
 
 
 Price = Annotated[Decimal, Field(ge=0, le=Decimal(1_000_000))]

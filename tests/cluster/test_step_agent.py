@@ -1,0 +1,407 @@
+"""`goalkeeper-step` as a subprocess against the real local control plane.
+
+Each step runs under a ServiceAccount token (TokenRequest API) written into its own
+kubeconfig, the way the pod runner does for real step pods, and talks to the scripted
+model server on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from goalkeeper.core.models import ActionResult, MonitorStepStatus, Observation
+from tests.support.model_server import Final, ModelServer, ToolCalls, call
+from tests.support.observations import AUTHORIZED, action, contract, observation_dict
+
+pytestmark = pytest.mark.cluster
+
+GROUP, VERSION, PLURAL = "goalkeeper.dev", "v1alpha1", "monitorsteps"
+
+OBSERVER_RULES = [
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "pods/log", "events"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {"apiGroups": [GROUP], "resources": ["monitorsteps"], "verbs": ["get"]},
+    {"apiGroups": [GROUP], "resources": ["monitorsteps/status"], "verbs": ["patch"]},
+]
+ACTOR_RULES = [
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments"],
+        "verbs": ["get", "list", "watch", "patch", "update"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "pods/log", "events"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {"apiGroups": [GROUP], "resources": ["monitorsteps"], "verbs": ["get"]},
+    {"apiGroups": [GROUP], "resources": ["monitorsteps/status"], "verbs": ["patch"]},
+]
+
+
+def step_binary() -> str:
+    found = Path(sys.executable).with_name("goalkeeper-step")
+    if found.exists():
+        return str(found)
+    which = shutil.which("goalkeeper-step")
+    assert which, "goalkeeper-step is not installed (pip install -e .)"
+    return which
+
+
+def account_kubeconfig(
+    control_plane: Any,
+    api_client: Any,
+    namespace: str,
+    name: str,
+    rules: list[dict[str, Any]],
+    tmp_path: Path,
+) -> Path:
+    """A ServiceAccount with a Role, and a kubeconfig holding a token for it."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+    )
+    token = core.create_namespaced_service_account_token(
+        name, namespace, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "local",
+                "cluster": {
+                    "server": control_plane.server,
+                    "certificate-authority": str(control_plane.ca_file),
+                },
+            }
+        ],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [
+            {"name": name, "context": {"cluster": "local", "user": name, "namespace": namespace}}
+        ],
+        "current-context": name,
+    }
+    path = tmp_path / f"{name}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def create_deployment(api_client: Any, namespace: str, replicas: int) -> None:
+    from kubernetes import client
+
+    client.AppsV1Api(api_client).create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "example.invalid/web:1"}]},
+                },
+            },
+        },
+    )
+
+
+def replicas(api_client: Any, namespace: str) -> int:
+    from kubernetes import client
+
+    return int(
+        client.AppsV1Api(api_client).read_namespaced_deployment("web", namespace).spec.replicas
+    )
+
+
+def create_step(api_client: Any, namespace: str, name: str, kind: str, **input_: Any) -> None:
+    from kubernetes import client
+
+    body_input: dict[str, Any] = {
+        "kind": kind,
+        "check": 2,
+        "maxChecks": 10,
+        "task": "Keep Deployment web in this namespace at 3 replicas. Scaling web is allowed.",
+        "stopWhen": "Stop when the user asks.",
+        **input_,
+    }
+    client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MonitorStep",
+            "metadata": {"name": name, "labels": {"goalkeeper.dev/monitor": "m"}},
+            "spec": {"monitor": "m", "kind": kind, "check": 2, "seq": 1, "input": body_input},
+        },
+    )
+
+
+def read_status(api_client: Any, namespace: str, name: str) -> dict[str, Any]:
+    from kubernetes import client
+
+    obj = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name
+    )
+    return dict(obj.get("status") or {})
+
+
+def run_step(
+    kind: str,
+    kubeconfig: Path,
+    namespace: str,
+    name: str,
+    server: ModelServer | None,
+    tmp_path: Path,
+    **extra: str,
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("GOALKEEPER_")
+        and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")
+    }
+    env.update(
+        {
+            "KUBECONFIG": str(kubeconfig),
+            "NO_PROXY": "127.0.0.1,localhost",
+            "GOALKEEPER_STEP_NAME": name,
+            "GOALKEEPER_STEP_NAMESPACE": namespace,
+            "GOALKEEPER_TERMINATION_MESSAGE_PATH": str(tmp_path / f"{name}.termination"),
+            "GOALKEEPER_RETRY_BACKOFF_SECONDS": "0.05",
+        }
+    )
+    if server is not None:
+        env.update(
+            {
+                "GOALKEEPER_MODEL": "openai:scripted-model",
+                "GOALKEEPER_MODEL_BASE_URL": server.base_url,
+                "GOALKEEPER_MODEL_API_KEY": "test-key",
+            }
+        )
+    env.update(extra)
+    return subprocess.run(
+        [step_binary(), kind], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_observe_step_reads_through_a_tool_is_refused_a_write_and_writes_its_status(
+    control_plane: Any, api_client: Any, namespace: str, tmp_path: Path
+) -> None:
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    create_deployment(api_client, namespace, replicas=1)
+    kubeconfig = account_kubeconfig(
+        control_plane, api_client, namespace, "goalkeeper-observer", OBSERVER_RULES, tmp_path
+    )
+    create_step(api_client, namespace, "m-observe-2", "observe")
+    answer = observation_dict(
+        "act",
+        observation="Deployment web has spec.replicas 1; the task wants 3.",
+        action=action(
+            action="Scale Deployment web to 3 replicas.",
+            mutationSet=["deployments/web"],
+            failureId="replicas-below-target:deployment/web",
+            targetStateId="deployment/web:replicas-1",
+        ),
+    )
+    with ModelServer() as server:
+        server.script(
+            ToolCalls([call("k8s_get", kind="Deployment", name="web")]),
+            ToolCalls(
+                [
+                    call(
+                        "k8s_raw",
+                        path=f"/apis/apps/v1/namespaces/{namespace}/deployments/web",
+                        method="PATCH",
+                        body={"spec": {"replicas": 3}},
+                    )
+                ]
+            ),
+            Final(answer),
+        )
+        proc = run_step("observe", kubeconfig, namespace, "m-observe-2", server, tmp_path)
+        bodies = server.bodies
+
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(bodies) == 3
+    # the Deployment, read with the observer's token, reached the model fenced
+    [deployment_text] = ModelServer.tool_results(bodies[1])
+    assert deployment_text.startswith("<<<UNTRUSTED_TARGET_DATA id=")
+    assert f"Deployment {namespace}/web" in deployment_text
+    assert "replicas: 1" in deployment_text
+    # the write was refused by the tool itself
+    [refusal] = ModelServer.tool_results(bodies[2])[1:]
+    assert refusal.startswith("REFUSED: this is a read-only observe step")
+    assert replicas(api_client, namespace) == 1
+    # ... and RBAC would refuse it too: the observer account may not patch Deployments
+    observer = config.new_client_from_config(config_file=str(kubeconfig))
+    with pytest.raises(ApiException) as denied:
+        client.AppsV1Api(observer).patch_namespaced_deployment(
+            "web", namespace, {"spec": {"replicas": 3}}
+        )
+    assert denied.value.status == 403
+
+    status = read_status(api_client, namespace, "m-observe-2")
+    parsed = MonitorStepStatus.model_validate(status)
+    assert parsed.phase.value == "Succeeded"
+    assert parsed.error is None and parsed.errorKind is None
+    obs = Observation.model_validate(parsed.result)
+    assert obs.route.value == "act"
+    assert obs.action is not None and obs.action.targetStateId == "deployment/web:replicas-1"
+    assert parsed.usage is not None
+    assert (parsed.usage.requests, parsed.usage.toolCalls) == (3, 2)
+    assert (parsed.usage.inputTokens, parsed.usage.outputTokens) == (300, 60)
+    assert parsed.usage.costUsd is None and parsed.usage.costSource.value == "unknown"
+    assert parsed.startedAt is not None and parsed.finishedAt is not None
+    assert parsed.startedAt <= parsed.finishedAt
+    termination = (tmp_path / "m-observe-2.termination").read_text()
+    assert termination.startswith("observe Succeeded: route=act")
+
+
+def test_act_step_scales_a_deployment_and_verifies_it(
+    control_plane: Any, api_client: Any, namespace: str, tmp_path: Path
+) -> None:
+    create_deployment(api_client, namespace, replicas=1)
+    kubeconfig = account_kubeconfig(
+        control_plane, api_client, namespace, "goalkeeper-actor", ACTOR_RULES, tmp_path
+    )
+    create_step(
+        api_client,
+        namespace,
+        "m-act-3",
+        "act",
+        action=action(
+            kind="recover",
+            action="Scale Deployment web to 3 replicas.",
+            mutationSet=["deployments/web"],
+            verification="Deployment web reads back spec.replicas 3.",
+        ),
+        contract=contract(),
+        authorizedActions=AUTHORIZED,
+    )
+    with ModelServer() as server:
+        server.script(
+            ToolCalls([call("k8s_scale", kind="Deployment", name="web", replicas=3)]),
+            ToolCalls([call("k8s_get", kind="Deployment", name="web")]),
+            Final(
+                {
+                    "outcome": "succeeded",
+                    "evidence": "Deployment web reads back spec.replicas 3.",
+                    "changed": ["deployments/web"],
+                }
+            ),
+        )
+        proc = run_step("act", kubeconfig, namespace, "m-act-3", server, tmp_path)
+        bodies = server.bodies
+
+    assert proc.returncode == 0, proc.stderr
+    assert replicas(api_client, namespace) == 3
+    [scaled] = ModelServer.tool_results(bodies[1])
+    assert "spec.replicas is now 3" in scaled
+    verified = ModelServer.tool_results(bodies[2])[-1]
+    assert "replicas: 3" in verified
+    tool_names = {t["function"]["name"] for t in bodies[0]["tools"]}
+    assert {"k8s_scale", "k8s_patch", "k8s_apply"} <= tool_names
+    assert "Scale Deployment web to 3 replicas." in bodies[0]["messages"][-1]["content"]
+
+    status = MonitorStepStatus.model_validate(read_status(api_client, namespace, "m-act-3"))
+    assert status.phase.value == "Succeeded"
+    result = ActionResult.model_validate(status.result)
+    assert result.outcome.value == "succeeded"
+    assert status.usage is not None and status.usage.toolCalls == 2
+
+
+def test_settings_error_is_written_as_a_configuration_failure(
+    control_plane: Any, api_client: Any, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = account_kubeconfig(
+        control_plane, api_client, namespace, "goalkeeper-observer", OBSERVER_RULES, tmp_path
+    )
+    create_step(api_client, namespace, "m-observe-bad", "observe")
+    proc = run_step(
+        "observe",
+        kubeconfig,
+        namespace,
+        "m-observe-bad",
+        None,
+        tmp_path,
+        GOALKEEPER_MODEL="foo:bar",
+    )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    status = read_status(api_client, namespace, "m-observe-bad")
+    assert status["phase"] == "Failed"
+    assert status["errorKind"] == "configuration"
+    assert "GOALKEEPER_MODEL" in status["error"] and "'foo:bar'" in status["error"]
+    assert "result" not in status
+
+
+def test_step_kind_must_match_its_input(
+    control_plane: Any, api_client: Any, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = account_kubeconfig(
+        control_plane, api_client, namespace, "goalkeeper-actor", ACTOR_RULES, tmp_path
+    )
+    create_step(api_client, namespace, "m-mismatch", "observe")
+    with ModelServer() as server:
+        proc = run_step("act", kubeconfig, namespace, "m-mismatch", server, tmp_path)
+        assert server.requests == []
+    assert proc.returncode == 1
+    status = read_status(api_client, namespace, "m-mismatch")
+    assert (status["phase"], status["errorKind"]) == ("Failed", "configuration")
+    assert "spec.input.kind" in status["error"]
+
+
+def test_repair_without_a_workflow_is_blocked(
+    control_plane: Any, api_client: Any, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = account_kubeconfig(
+        control_plane, api_client, namespace, "goalkeeper-actor", ACTOR_RULES, tmp_path
+    )
+    create_step(
+        api_client,
+        namespace,
+        "m-repair",
+        "repair",
+        action=action(kind="repair"),
+        contract=contract(),
+        authorizedActions=AUTHORIZED,
+    )
+    proc = run_step("repair", kubeconfig, namespace, "m-repair", None, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    status = read_status(api_client, namespace, "m-repair")
+    assert status["phase"] == "Succeeded"
+    assert status["result"] == {
+        "outcome": "blocked",
+        "evidence": "No repair workflow is configured.",
+        "changed": [],
+    }
+    assert json.loads(json.dumps(status["usage"]))["requests"] == 0
