@@ -1,0 +1,75 @@
+"""The thin entry: status documents, summaries, termination message, model construction."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.models.openai import OpenAIChatModel
+from tests.support.observations import observation_dict
+
+from goalkeeper.core.models import MonitorStepStatus, StepErrorKind, StepKind, StepUsage
+from goalkeeper.step import cli
+from goalkeeper.step.agent import StepOutcome
+from goalkeeper.step.model import StepModel, build_model
+from goalkeeper.step.settings import load_settings
+
+T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+T1 = datetime(2026, 1, 1, 10, 1, tzinfo=UTC)
+
+
+def test_failed_status_clears_result_and_validates() -> None:
+    outcome = StepOutcome(None, StepUsage(requests=2), "usage limit reached", StepErrorKind.limits)
+    doc = cli.final_status(outcome, T0, T1)
+    assert doc["phase"] == "Failed" and doc["errorKind"] == "limits"
+    assert doc["result"] is None  # a null clears an earlier attempt's result in a merge patch
+    MonitorStepStatus.model_validate(doc)
+
+
+def test_succeeded_status_and_summary() -> None:
+    outcome = StepOutcome(observation_dict("wait"), StepUsage(requests=1))
+    doc = cli.final_status(outcome, T0, T1)
+    assert doc["phase"] == "Succeeded" and doc["error"] is None and doc["errorKind"] is None
+    assert doc["result"]["route"] == "wait"
+    assert cli.summary(StepKind.observe, outcome).startswith("observe Succeeded: route=wait")
+
+
+def test_termination_message_goes_to_the_configured_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "term"
+    monkeypatch.setenv("GOALKEEPER_TERMINATION_MESSAGE_PATH", str(path))
+    cli.write_termination_message("x" * 10_000)
+    assert len(path.read_text()) == cli.TERMINATION_MAX
+
+
+def test_missing_identity_exits_2_without_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("GOALKEEPER_STEP_NAME", raising=False)
+    monkeypatch.delenv("GOALKEEPER_STEP_NAMESPACE", raising=False)
+    assert cli.main(["observe"]) == 2
+    err = capsys.readouterr().err
+    assert "GOALKEEPER_STEP_NAME is not set" in err and "Traceback" not in err
+
+
+def test_models_are_built_explicitly() -> None:
+    openai = build_model(
+        load_settings(
+            {
+                "GOALKEEPER_MODEL": "openai:qwen3",
+                "GOALKEEPER_MODEL_BASE_URL": "http://127.0.0.1:9/v1",
+            }
+        )
+    )
+    assert isinstance(openai, StepModel) and isinstance(openai.wrapped, OpenAIChatModel)
+    assert openai.wrapped.model_name == "qwen3"
+    anthropic = build_model(
+        load_settings(
+            {"GOALKEEPER_MODEL": "anthropic:claude-sonnet-4-5", "GOALKEEPER_MODEL_API_KEY": "k"}
+        )
+    )
+    assert isinstance(anthropic.wrapped, AnthropicModel)
+    assert anthropic.wrapped.model_name == "claude-sonnet-4-5"
