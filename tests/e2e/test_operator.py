@@ -1,0 +1,218 @@
+"""Operator behaviour beyond the acceptance cases: restarts, untrusted results, deletion,
+and the clear stops for missing dependencies."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+
+from tests.e2e.harness import (
+    Cluster,
+    Facts,
+    OperatorProcess,
+    Scenario,
+    build_job,
+    observation,
+    progress_map,
+    wait_until,
+)
+from tests.support.model_server import ModelServer
+from tests.support.observations import action
+
+pytestmark = pytest.mark.cluster
+
+
+def target(cluster: Cluster, **job: Any) -> None:
+    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, **job))
+    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
+
+
+def complete(facts: Facts, n: int) -> dict[str, Any]:
+    return observation("stop", "complete", "complete", facts, "Done.", stopReason="goalComplete")
+
+
+def running_step(cluster: Cluster) -> dict[str, Any]:
+    def found() -> dict[str, Any] | None:
+        steps = cluster.steps()
+        live = [s for s in steps if (s.get("status") or {}).get("phase") == "Running"]
+        return live[-1] if live else None
+
+    return wait_until(found, 90, "a running step")
+
+
+def test_operator_killed_mid_step_accepts_the_result_once(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster, suspended=False, seconds=0)
+    model.default = Scenario(cluster.ns, complete, observe_delay=4)
+    cluster.create_monitor()
+    step = running_step(cluster)
+    operator.kill()
+    wait_until(
+        lambda: (
+            (
+                cluster.custom.get_namespaced_custom_object(
+                    "goalkeeper.dev",
+                    "v1alpha1",
+                    cluster.ns,
+                    "monitorsteps",
+                    step["metadata"]["name"],
+                ).get("status")
+                or {}
+            ).get("phase")
+            == "Succeeded"
+        ),
+        60,
+        "the step to finish while the operator is down",
+    )
+    assert cluster.status().get("monitor") == "active"  # nobody handled it yet
+    operator.start()
+    status = wait_until(cluster.stopped, 90, "the restarted operator to settle", operator.logs)
+    assert status["checks"] == 1 and status["stop"]["reason"] == "goalComplete"
+    time.sleep(2)  # a doubled report would show up by now
+    assert len(cluster.events("Report")) == 1
+    assert cluster.step_kinds() == ["observe"]
+
+
+def test_invalid_step_result_is_rejected_and_not_counted(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster, suspended=False, seconds=0)
+    model.default = Scenario(cluster.ns, complete, observe_delay=6)
+    cluster.create_monitor()
+    step = running_step(cluster)
+    # A compromised step writes a result that is not an observation.
+    forged = {"phase": "Succeeded", "result": {"route": "delete-everything", "goal": "complete"}}
+    cluster.custom.patch_namespaced_custom_object_status(
+        "goalkeeper.dev",
+        "v1alpha1",
+        cluster.ns,
+        "monitorsteps",
+        step["metadata"]["name"],
+        {"status": forged},
+        _content_type="application/merge-patch+json",
+    )
+    retried = wait_until(
+        lambda: len(cluster.steps()) >= 2 and cluster.status(),
+        60,
+        "a retried observation",
+        operator.logs,
+    )
+    assert retried["checks"] == 0
+    assert "route" in retried["lastRejection"]
+    status = wait_until(cluster.stopped, 90, "the retried check", operator.logs)
+    assert status["checks"] == 1
+    assert len(cluster.events("Report")) == 1
+
+
+def test_deleting_a_monitor_mid_step_kills_the_step(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess, pod_runner: Any
+) -> None:
+    target(cluster, suspended=False, seconds=0)
+    model.default = Scenario(cluster.ns, complete, observe_delay=60)
+    cluster.create_monitor()
+    step = running_step(cluster)
+    pods = cluster.core.list_namespaced_pod(
+        cluster.ns, label_selector=f"goalkeeper.dev/step={step['metadata']['name']}"
+    ).items
+    assert len(pods) == 1
+
+    def started() -> int | None:
+        record = pod_runner.record(cluster.ns, pods[0].metadata.name)
+        return record.pid if record is not None else None
+
+    pid = wait_until(started, 30, "the step process")
+    cluster.custom.delete_namespaced_custom_object(
+        "goalkeeper.dev", "v1alpha1", cluster.ns, "monitors", "build"
+    )
+    wait_until(
+        lambda: not cluster.steps() and not cluster.step_jobs(),
+        60,
+        "garbage collection of steps and Jobs",
+    )
+    wait_until(lambda: not _alive(pid), 60, "the step process to be killed")
+    assert cluster.events("Report") == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_missing_observer_account_stops_with_a_clear_reason(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    cluster.core.delete_namespaced_service_account("goalkeeper-observer", cluster.ns)
+    cluster.create_monitor()
+    status = wait_until(cluster.stopped, 60, "the monitor to stop", operator.logs)
+    assert status["stop"]["reason"] == "blocked"
+    assert "ServiceAccount goalkeeper-observer is missing" in status["stop"]["message"]
+    assert cluster.steps() == []
+    stops = cluster.events("Stopped")
+    assert len(stops) == 1 and stops[0].type == "Warning"
+    assert "goalkeeper-observer" in stops[0].message
+
+
+def test_no_model_configured_stops_with_a_clear_reason(
+    cluster: Cluster, operator: OperatorProcess
+) -> None:
+    operator.stop()
+    operator.extra_env["GOALKEEPER_MODEL"] = ""
+    operator.start()
+    cluster.create_monitor()
+    status = wait_until(cluster.stopped, 60, "the monitor to stop", operator.logs)
+    assert "No model is configured" in status["stop"]["message"]
+    assert cluster.steps() == []
+
+
+def test_no_repair_workflow_configured_stops_with_that_reason(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster, suspended=False, seconds=0, exit_code=3)
+    fix = action(kind="repair", authorizedActionId="fix-config", failureId="bad-flag")
+    model.default = Scenario(
+        cluster.ns,
+        lambda facts, n: observation("act", "incomplete", "failed", facts, "Defect.", action=fix),
+    )
+    cluster.create_monitor()
+    status = wait_until(cluster.stopped, 90, "the monitor to stop", operator.logs)
+    assert status["stop"]["reason"] == "blocked"
+    assert "No repair workflow is configured." in status["stop"]["message"]
+    assert cluster.step_kinds() == ["observe", "repair"]
+
+
+def test_status_conditions_and_observed_generation_follow_spec_edits(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    target(cluster, suspended=False, seconds=120)
+    model.default = Scenario(
+        cluster.ns,
+        lambda facts, n: observation("wait", "incomplete", "running", facts, "Running."),
+    )
+    cluster.create_monitor(everyMinutes=600)
+    wait_until(lambda: cluster.status().get("schedule"), 90, "the first check", operator.logs)
+    cluster.custom.patch_namespaced_custom_object(
+        "goalkeeper.dev", "v1alpha1", cluster.ns, "monitors", "build", {"spec": {"maxChecks": 5}}
+    )
+    generation = cluster.monitor()["metadata"]["generation"]
+    status = wait_until(
+        lambda: cluster.status().get("observedGeneration") == generation and cluster.status(),
+        30,
+        "the edit to be observed",
+        operator.logs,
+    )
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Ready"]["status"] == "True" and conditions["Ready"]["reason"] == "Waiting"
+    assert conditions["Progressing"]["status"] == "False"
+    assert conditions["Ready"]["observedGeneration"] == generation
+    assert status["checks"] == 1, "an edit alone is not a check"
