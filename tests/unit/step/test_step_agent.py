@@ -335,3 +335,44 @@ async def test_act_without_an_action_is_a_configuration_error() -> None:
     outcome = await run_act(step_input("observe"), model, tools())
     assert outcome.error_kind is StepErrorKind.configuration
     assert seen == []
+
+
+def test_genai_prices_price_each_request_of_a_known_model() -> None:
+    from goalkeeper.step.model import genai_price
+
+    priced = ModelResponse(
+        parts=[],
+        model_name="gpt-4o",
+        provider_name="openai",
+        usage=RequestUsage(input_tokens=1_000_000, output_tokens=0),
+    )
+    price = genai_price(priced)
+    assert price is not None and price > 0
+    unknown = ModelResponse(
+        parts=[],
+        model_name="my-self-hosted-model",
+        provider_name="openai",
+        provider_url="http://127.0.0.1:8000/v1",
+        usage=RequestUsage(input_tokens=1000, output_tokens=10),
+    )
+    assert genai_price(unknown) is None
+
+
+async def test_genai_priced_requests_are_reported_as_genai_prices() -> None:
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return final(observation_dict("wait"))
+
+    model = StepModel(FunctionModel(fn, model_name="gpt-4o"))
+    # FunctionModel answers as the 'function' provider, which genai-prices does not know:
+    outcome = await run_observe(step_input(), model, tools())
+    assert outcome.usage.costSource is CostSource.unknown
+    # a ledger of priced requests sums them
+    from goalkeeper.step.model import PricedRequest
+
+    model.ledger.priced = [
+        PricedRequest(CostSource.genaiPrices, Decimal("0.01")),
+        PricedRequest(CostSource.genaiPrices, Decimal("0.02")),
+    ]
+    assert model.ledger.total() == (Decimal("0.03"), CostSource.genaiPrices)
+    model.ledger.priced.append(PricedRequest(CostSource.unknown, None))
+    assert model.ledger.total() == (None, CostSource.unknown)

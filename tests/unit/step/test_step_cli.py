@@ -73,3 +73,18 @@ def test_models_are_built_explicitly() -> None:
     )
     assert isinstance(anthropic.wrapped, AnthropicModel)
     assert anthropic.wrapped.model_name == "claude-sonnet-4-5"
+
+
+def test_invalid_or_mismatched_input_is_rejected() -> None:
+    from pydantic import ValidationError
+
+    good = {"kind": "observe", "check": 1, "maxChecks": 5, "task": "t", "stopWhen": "s"}
+    assert cli.parse_input({"spec": {"input": good}}, StepKind.observe).check == 1
+    with pytest.raises(ValidationError):
+        cli.parse_input({"spec": {"input": {**good, "maxChecks": 0}}}, StepKind.observe)
+    with pytest.raises(ValueError, match=r"spec\.input\.kind"):
+        cli.parse_input({"spec": {"input": good}}, StepKind.act)
+    with pytest.raises(ValueError, match=r"no spec\.input"):
+        cli.parse_input({"spec": {}}, StepKind.observe)
+    with pytest.raises(ValueError, match=r"needs spec\.input\.action"):
+        cli.parse_input({"spec": {"input": {**good, "kind": "act"}}}, StepKind.act)
