@@ -358,7 +358,7 @@ def test_genai_prices_price_each_request_of_a_known_model() -> None:
     assert genai_price(unknown) is None
 
 
-async def test_genai_priced_requests_are_reported_as_genai_prices() -> None:
+async def test_unpriced_provider_is_unknown_and_the_ledger_sums_priced_requests() -> None:
     def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return final(observation_dict("wait"))
 
