@@ -39,8 +39,15 @@ def _status(body: Any) -> MonitorStatus | None:
 
 
 async def on_monitor(
-    event: dict[str, Any], body: Any, name: str, namespace: str, memo: Any, **_: Any
+    *,
+    event: kopf.RawEvent,
+    body: kopf.Body,
+    name: str,
+    namespace: str | None,
+    memo: Any,
+    **_: Any,
 ) -> None:
+    assert namespace is not None  # Monitors are namespaced
     reconciler: Reconciler = memo.reconciler
     if event.get("type") == "DELETED":
         # Garbage collection removes the steps, Jobs and pods; nothing more is reported.
@@ -58,8 +65,10 @@ async def on_monitor(
         reconciler.arm_timer(namespace, name, status)
 
 
-async def on_step(event: dict[str, Any], body: Any, namespace: str, memo: Any, **_: Any) -> None:
-    if event.get("type") == "DELETED":
+async def on_step(
+    *, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
+) -> None:
+    if event.get("type") == "DELETED" or namespace is None:
         return
     spec = body.get("spec") or {}
     raw_status = body.get("status") or {}
@@ -81,8 +90,15 @@ async def on_step(event: dict[str, Any], body: Any, namespace: str, memo: Any, *
 
 
 async def on_job(
-    event: dict[str, Any], body: Any, name: str, namespace: str, memo: Any, **_: Any
+    *,
+    event: kopf.RawEvent,
+    body: kopf.Body,
+    name: str,
+    namespace: str | None,
+    memo: Any,
+    **_: Any,
 ) -> None:
+    assert namespace is not None  # Jobs are namespaced
     labels = body.get("metadata", {}).get("labels", {})
     deleted = event.get("type") == "DELETED"
     failure = _failure(body)

@@ -55,9 +55,10 @@ class Reconciler:
     ) -> None:
         self.settings = settings
         self.clock = clock
-        self.custom = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
-        self.batch = client.BatchV1Api(api_client)
+        # Plain dicts in and out: the typed models of the client add nothing here.
+        self.custom: Any = client.CustomObjectsApi(api_client)
+        self.core: Any = client.CoreV1Api(api_client)
+        self.batch: Any = client.BatchV1Api(api_client)
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._timers: dict[tuple[str, str], tuple[datetime, asyncio.Task[None]]] = {}
 

@@ -17,12 +17,12 @@ from goalkeeper.controller.settings import OperatorSettings
 log = logging.getLogger("goalkeeper.operator")
 
 
-def api_client() -> client.ApiClient:
+def api_client() -> Any:
     """KUBECONFIG (or ~/.kube/config) when present, in-cluster configuration otherwise."""
     try:
-        return config.new_client_from_config()
+        return config.new_client_from_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_incluster_config()
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
         return client.ApiClient()
 
 

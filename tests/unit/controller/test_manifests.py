@@ -1,0 +1,116 @@
+"""The objects the operator creates: names, ownership, identity and least privilege."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from goalkeeper.controller import manifests
+from goalkeeper.controller.settings import OperatorSettings
+from goalkeeper.core.engine import LaunchStep
+from goalkeeper.core.models import StepInput, StepKind
+
+MONITOR = {
+    "metadata": {"name": "nightly-build", "namespace": "builds", "uid": "1234abcd-0000"},
+}
+
+
+def launch(kind: StepKind = StepKind.observe, seq: int = 3) -> LaunchStep:
+    step_input = StepInput(kind=kind, check=2, maxChecks=10, task="Finish.", stopWhen="Done.")
+    return LaunchStep(seq=seq, kind=kind, input=step_input)
+
+
+def created_step(kind: StepKind = StepKind.observe) -> dict:
+    step = manifests.monitor_step(MONITOR, launch(kind))
+    step["metadata"]["uid"] = "step-uid"
+    return step
+
+
+def test_names_are_deterministic_and_fit_label_values() -> None:
+    assert manifests.step_name("nightly-build", 3, StepKind.act) == "nightly-build-3-act"
+    long = "m" * 200
+    name = manifests.step_name(long, 12, StepKind.observe)
+    assert len(name) <= 63 and name.endswith("-12-observe")
+    assert name == manifests.step_name(long, 12, StepKind.observe)
+    assert name != manifests.step_name("m" * 199, 12, StepKind.observe)
+
+
+def test_monitor_step_is_owned_by_its_monitor_and_holds_the_whole_input() -> None:
+    step = manifests.monitor_step(MONITOR, launch())
+    owner = step["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("Monitor", "1234abcd-0000", True)
+    assert step["metadata"]["labels"]["goalkeeper.dev/monitor"] == "nightly-build"
+    assert step["spec"]["input"]["task"] == "Finish."
+    assert (step["spec"]["seq"], step["spec"]["check"], step["spec"]["kind"]) == (3, 2, "observe")
+
+
+@pytest.mark.parametrize(
+    ("kind", "account"),
+    [
+        (StepKind.observe, "goalkeeper-observer"),
+        (StepKind.act, "goalkeeper-actor"),
+        (StepKind.repair, "goalkeeper-actor"),
+    ],
+)
+def test_job_runs_the_step_as_the_right_account(kind: StepKind, account: str) -> None:
+    job = manifests.step_job(created_step(kind), OperatorSettings(model="openai:m"))
+    pod = job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account
+    assert pod["containers"][0]["command"] == ["goalkeeper-step", kind.value]
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "MonitorStep"
+    assert job["spec"]["backoffLimit"] == 0
+    assert job["spec"]["activeDeadlineSeconds"] == 900
+
+
+def test_job_is_restricted_and_non_root() -> None:
+    job = manifests.step_job(created_step(), OperatorSettings())
+    pod = job["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert pod["restartPolicy"] == "Never" and pod["enableServiceLinks"] is False
+
+
+def test_api_key_comes_from_a_secret_reference_never_inline() -> None:
+    settings = OperatorSettings(
+        model="openai:gpt", modelBaseUrl="http://127.0.0.1:9/v1", modelApiKeySecret="model-api"
+    )
+    env = manifests.step_job(created_step(), settings)["spec"]["template"]["spec"]["containers"][0][
+        "env"
+    ]
+    key = next(e for e in env if e["name"] == "GOALKEEPER_MODEL_API_KEY")
+    assert "value" not in key
+    assert key["valueFrom"]["secretKeyRef"] == {"name": "model-api", "key": "api-key"}
+
+
+def test_repair_command_reaches_repair_steps_only() -> None:
+    settings = OperatorSettings(repairCommand="/usr/bin/repair --pr")
+
+    def names(kind: StepKind) -> set[str]:
+        job = manifests.step_job(created_step(kind), settings)
+        return {e["name"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    assert "GOALKEEPER_REPAIR_COMMAND" in names(StepKind.repair)
+    assert "GOALKEEPER_REPAIR_COMMAND" not in names(StepKind.act)
+
+
+def test_report_event_names_one_report_per_check() -> None:
+    name = manifests.event_name("nightly-build", "1234abcd-0000", "check-7")
+    assert name == "nightly-build.1234abcd.check-7"
+    event = manifests.monitor_event(
+        MONITOR,
+        name=name,
+        reason="Report",
+        message="Monitor: active",
+        warning=False,
+        now=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    assert event["involvedObject"]["uid"] == "1234abcd-0000" and event["type"] == "Normal"

@@ -1,0 +1,61 @@
+"""Operator settings: read from the environment, bad values named with their variable."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from goalkeeper.controller.settings import SettingsError, load
+
+
+def test_defaults() -> None:
+    settings = load({})
+    assert settings.model == ""
+    assert (settings.observerServiceAccount, settings.actorServiceAccount) == (
+        "goalkeeper-observer",
+        "goalkeeper-actor",
+    )
+    assert settings.minute == timedelta(minutes=1)
+    assert settings.namespaces == []
+
+
+def test_values_and_passthrough() -> None:
+    settings = load(
+        {
+            "GOALKEEPER_MODEL": "anthropic:claude",
+            "GOALKEEPER_NAMESPACES": "a, b,,",
+            "GOALKEEPER_STEP_HISTORY": "5",
+            "GOALKEEPER_REQUEST_LIMIT": "12",
+            "UNRELATED": "x",
+        }
+    )
+    assert settings.namespaces == ["a", "b"]
+    assert settings.stepHistory == 5
+    assert settings.stepEnv == {"GOALKEEPER_REQUEST_LIMIT": "12"}
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"GOALKEEPER_MODEL": "gpt-4"}, "GOALKEEPER_MODEL: Value error, must be `openai:NAME`"),
+        ({"GOALKEEPER_STEP_HISTORY": "0"}, "GOALKEEPER_STEP_HISTORY: Input should be greater"),
+        ({"GOALKEEPER_STEP_DEADLINE_SECONDS": "5"}, "GOALKEEPER_STEP_DEADLINE_SECONDS"),
+        ({"GOALKEEPER_TIME_SCALE": "0"}, "GOALKEEPER_TIME_SCALE"),
+        ({"GOALKEEPER_STEP_HISTORY": "many"}, "GOALKEEPER_STEP_HISTORY: Input should be a valid"),
+    ],
+)
+def test_bad_values_name_the_variable(env: dict[str, str], fragment: str) -> None:
+    with pytest.raises(SettingsError, match="GOALKEEPER_") as caught:
+        load(env)
+    assert fragment in str(caught.value)
+
+
+def test_goalkeeper_run_reports_bad_settings_and_exits_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from goalkeeper.cli import main
+
+    monkeypatch.setenv("GOALKEEPER_MODEL", "nonsense")
+    assert main(["run"]) == 2
+    assert "GOALKEEPER_MODEL" in capsys.readouterr().err
