@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from pathlib import Path
 
@@ -18,18 +19,34 @@ ROOT = Path(__file__).resolve().parents[3]
 STEP_RBAC = ROOT / "config" / "rbac" / "steps.yaml"
 
 
+DEV_KEY_HOLDER = "goalkeeper-model"
+
+
 def run_dev(settings: OperatorSettings, namespace: str = "default") -> int:
     with ControlPlane(crds_dir=ROOT / "crds") as cluster:
         cluster.kubectl("apply", "-n", namespace, "-f", str(STEP_RBAC), check=True)
+        api_key = os.environ.get("GOALKEEPER_MODEL_API_KEY")
+        if api_key and not settings.modelApiKeySecret:
+            # The key goes into a Secret the steps reference; it is never put in a Job.
+            cluster.kubectl(
+                "create",
+                "secret",
+                "generic",
+                DEV_KEY_HOLDER,
+                "-n",
+                namespace,
+                f"--from-literal={settings.modelApiKeySecretKey}={api_key}",
+                check=True,
+            )
+            settings = settings.model_copy(update={"modelApiKeySecret": DEV_KEY_HOLDER})
         print(f"export KUBECONFIG={cluster.kubeconfig}", flush=True)
+        print(f"export PATH={cluster.kubectl_path.parent}:$PATH", flush=True)
         print(
             f"control plane ready in {cluster.startup_seconds:.1f} s; step accounts in "
             f"namespace {namespace}; try: kubectl apply -f examples/monitor.yaml",
             flush=True,
         )
-        with PodRunner(cluster.kubeconfig):
-            import os
-
+        with PodRunner(cluster.kubeconfig, label_selector=None):
             os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
             asyncio.run(_until_interrupted(settings))
     return 0
