@@ -43,6 +43,10 @@ def _logging(verbose: bool) -> None:
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not verbose:
+        # kopf logs every handler call at INFO; goalkeeper's own lines say what matters.
+        for noisy in ("kopf", "urllib3", "httpx"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.conftest import api_client, control_plane, namespace, pod_runner  # noqa: F401
-from tests.e2e.harness import ROOT, Cluster, OperatorProcess
+from tests.e2e.harness import ROOT, Cluster, OperatorProcess, write_token_kubeconfig
 from tests.support.model_server import ModelServer
 
 pytestmark = pytest.mark.cluster
@@ -46,15 +46,33 @@ def model() -> Iterator[ModelServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def operator_kubeconfig(
+    control_plane: Any,  # noqa: F811
+    api_client: Any,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    """The operator runs as its own ServiceAccount with config/rbac/operator.yaml: the
+    end-to-end tests prove that role is enough."""
+    control_plane.kubectl(
+        "apply", "-f", str(ROOT / "config" / "rbac" / "operator.yaml"), check=True
+    )
+    path = tmp_path_factory.mktemp("operator") / "kubeconfig"
+    write_token_kubeconfig(
+        api_client, control_plane.kubeconfig, "goalkeeper-system", "goalkeeper-operator", path
+    )
+    return path
+
+
 @pytest.fixture
 def operator(
-    control_plane: Any,  # noqa: F811
+    operator_kubeconfig: Path,
     target_ns: str,
     model: ModelServer,
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(control_plane.kubeconfig, target_ns, model, tmp_path)
+    process = OperatorProcess(operator_kubeconfig, target_ns, model, tmp_path)
     process.start()
     yield process
     process.stop()

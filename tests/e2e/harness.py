@@ -276,6 +276,49 @@ class OperatorProcess:
         )
 
 
+def write_token_kubeconfig(
+    api: Any, admin_kubeconfig: Path, namespace: str, account: str, path: Path
+) -> None:
+    """A kubeconfig holding a TokenRequest token of one ServiceAccount."""
+    import yaml
+
+    wait_until(lambda: _account_exists(api, namespace, account), 30, f"ServiceAccount {account}")
+    token = (
+        client.CoreV1Api(api)
+        .create_namespaced_service_account_token(
+            account, namespace, {"spec": {"expirationSeconds": 7200}}
+        )
+        .status.token
+    )
+    admin = yaml.safe_load(admin_kubeconfig.read_text())
+    cluster = admin["clusters"][0]
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [{"name": account, "user": {"token": token}}],
+                "contexts": [
+                    {"name": account, "context": {"cluster": cluster["name"], "user": account}}
+                ],
+                "current-context": account,
+            }
+        )
+    )
+    path.chmod(0o600)
+
+
+def _account_exists(api: Any, namespace: str, account: str) -> bool:
+    try:
+        client.CoreV1Api(api).read_namespaced_service_account(account, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
 # --- reading the cluster -------------------------------------------------------------------
 
 

@@ -216,3 +216,22 @@ def test_status_conditions_and_observed_generation_follow_spec_edits(
     assert conditions["Progressing"]["status"] == "False"
     assert conditions["Ready"]["observedGeneration"] == generation
     assert status["checks"] == 1, "an edit alone is not a check"
+
+
+def test_step_history_is_pruned_to_its_bound(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    operator.stop()
+    operator.extra_env["GOALKEEPER_STEP_HISTORY"] = "2"
+    operator.start()
+    target(cluster, suspended=False, seconds=120)
+    model.default = Scenario(
+        cluster.ns,
+        lambda facts, n: observation("wait", "incomplete", "running", facts, "Running."),
+    )
+    cluster.create_monitor(everyMinutes=1, maxChecks=4)
+    status = wait_until(cluster.stopped, 120, "the safety limit", operator.logs)
+    assert status["checks"] == 4
+    assert [s["spec"]["seq"] for s in cluster.steps()] == [3, 4]
+    wait_until(lambda: len(cluster.step_jobs()) == 2, 60, "pruned steps' Jobs to be collected")
+    assert len(cluster.events("Report")) == 4
