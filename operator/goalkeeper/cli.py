@@ -69,7 +69,7 @@ def _dev(args: argparse.Namespace) -> int:
 
     _logging(args.verbose)
     loaded = _settings()
-    return 2 if loaded is None else run_dev(loaded, namespace=args.namespace)
+    return 2 if loaded is None else run_dev(loaded, namespace=args.namespace, verbose=args.verbose)
 
 
 def build_parser() -> argparse.ArgumentParser:

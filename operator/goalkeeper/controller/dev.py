@@ -2,29 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import os
 import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
-from goalkeeper.controller.run import run_operator
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.devcluster import ControlPlane, PodRunner
 
-log = logging.getLogger("goalkeeper.dev")
-
 ROOT = Path(__file__).resolve().parents[3]
 STEP_RBAC = ROOT / "config" / "rbac" / "steps.yaml"
-
-
 DEV_KEY_HOLDER = "goalkeeper-model"
+STOP_GRACE_SECONDS = 15
 
 
-def run_dev(settings: OperatorSettings, namespace: str = "default") -> int:
+def run_dev(settings: OperatorSettings, namespace: str = "default", verbose: bool = False) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     with ControlPlane(crds_dir=ROOT / "crds") as cluster:
         cluster.kubectl("apply", "-n", namespace, "-f", str(STEP_RBAC), check=True)
+        env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
         api_key = os.environ.get("GOALKEEPER_MODEL_API_KEY")
         if api_key and not settings.modelApiKeySecret:
             # The key goes into a Secret the steps reference; it is never put in a Job.
@@ -38,7 +38,8 @@ def run_dev(settings: OperatorSettings, namespace: str = "default") -> int:
                 f"--from-literal={settings.modelApiKeySecretKey}={api_key}",
                 check=True,
             )
-            settings = settings.model_copy(update={"modelApiKeySecret": DEV_KEY_HOLDER})
+            env["GOALKEEPER_MODEL_API_KEY_SECRET"] = DEV_KEY_HOLDER
+        env.pop("GOALKEEPER_MODEL_API_KEY", None)
         print(f"export KUBECONFIG={cluster.kubeconfig}", flush=True)
         print(f"export PATH={cluster.kubectl_path.parent}:$PATH", flush=True)
         print(
@@ -47,15 +48,24 @@ def run_dev(settings: OperatorSettings, namespace: str = "default") -> int:
             flush=True,
         )
         with PodRunner(cluster.kubeconfig, label_selector=None):
-            os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
-            asyncio.run(_until_interrupted(settings))
+            # The operator runs exactly as in production: `goalkeeper run`, its own process.
+            command = [sys.executable, "-m", "goalkeeper.cli", "run", *(["-v"] if verbose else [])]
+            operator = subprocess.Popen(command, env=env, start_new_session=True)
+            try:
+                while not stop.wait(0.5):
+                    if operator.poll() is not None:
+                        print(f"operator exited with {operator.returncode}", file=sys.stderr)
+                        return 1
+            finally:
+                _terminate(operator)
     return 0
 
 
-async def _until_interrupted(settings: OperatorSettings) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    with contextlib.suppress(asyncio.CancelledError):
-        await run_operator(settings, stop_flag=stop)
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

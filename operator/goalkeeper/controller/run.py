@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 import kopf
@@ -20,7 +21,10 @@ log = logging.getLogger("goalkeeper.operator")
 def api_client() -> Any:
     """KUBECONFIG (or ~/.kube/config) when present, in-cluster configuration otherwise."""
     try:
-        return config.new_client_from_config()  # type: ignore[no-untyped-call]
+        # Read KUBECONFIG now: the client library's default was fixed when it was imported.
+        return config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=os.environ.get("KUBECONFIG")
+        )
     except config.ConfigException:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
         return client.ApiClient()

@@ -1,0 +1,100 @@
+"""`goalkeeper dev`: the whole local setup in the foreground, stopped cleanly by Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import ROOT, wait_until
+
+pytestmark = pytest.mark.cluster
+
+BIN = Path(sys.executable).parent
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOALKEEPER_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    log = (tmp_path / "dev.log").open("w+")
+    dev = subprocess.Popen(
+        [str(BIN / "goalkeeper"), "dev"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+
+        def exported() -> str | None:
+            found = re.search(
+                r"^export KUBECONFIG=(\S+)$", (tmp_path / "dev.log").read_text(), re.M
+            )
+            return found.group(1) if found else None
+
+        kubeconfig = wait_until(
+            exported, 180, "the export line", lambda: (tmp_path / "dev.log").read_text()
+        )
+        path_line = re.search(
+            r"^export PATH=(\S+):\$PATH$", (tmp_path / "dev.log").read_text(), re.M
+        )
+        assert path_line is not None
+        kubectl = [str(Path(path_line.group(1)) / "kubectl"), "--kubeconfig", kubeconfig]
+        cluster_dir = str(Path(kubeconfig).parent)
+        assert processes_mentioning(cluster_dir), "control plane processes run"
+
+        applied = subprocess.run(
+            [*kubectl, "apply", "-f", str(ROOT / "examples" / "monitor.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert applied.returncode == 0, applied.stderr
+
+        def stop_reason() -> str | None:
+            out = subprocess.run(
+                [
+                    *kubectl,
+                    "get",
+                    "monitor",
+                    "nightly-render",
+                    "-o",
+                    "jsonpath={.status.stop.message}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout
+            return out or None
+
+        message = wait_until(
+            stop_reason, 60, "the monitor to stop", lambda: (tmp_path / "dev.log").read_text()
+        )
+        assert "No model is configured" in message
+    finally:
+        dev.send_signal(signal.SIGINT)
+        code = dev.wait(60)
+    assert code == 0, (tmp_path / "dev.log").read_text()[-5000:]
+    time.sleep(0.5)
+    assert processes_mentioning(cluster_dir) == [], "every child was stopped"
