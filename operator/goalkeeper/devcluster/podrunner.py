@@ -101,7 +101,10 @@ class PodRunner:
         cwd: Path | str | None = None,
         token_seconds: int = 3600,
         extra_env: dict[str, str] | None = None,
+        keep_logs: bool = False,
     ) -> None:
+        """`log_dir` keeps each pod's stdout/stderr (`<ns>_<pod>_<uid8>.stdout|.stderr`);
+        without one they go to a temp folder removed by `stop()` unless `keep_logs`."""
         self.kubeconfig = Path(kubeconfig)
         self.label_selector = label_selector or None
         self.namespace = namespace
@@ -111,6 +114,7 @@ class PodRunner:
         self.cwd = Path(cwd) if cwd is not None else None
         self.token_seconds = token_seconds
         self.extra_env = dict(extra_env or {})
+        self.keep_logs = keep_logs or log_dir is not None
         self.records: dict[str, RunRecord] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -152,7 +156,7 @@ class PodRunner:
         for worker in list(self._workers):
             worker.join(timeout)
         shutil.rmtree(self._own_dir / "run", ignore_errors=True)
-        if not self.log_dir.is_relative_to(self._own_dir):
+        if not self.keep_logs or not self.log_dir.is_relative_to(self._own_dir):
             shutil.rmtree(self._own_dir, ignore_errors=True)
 
     def __enter__(self) -> PodRunner:
