@@ -10,9 +10,10 @@ from __future__ import annotations
 import timeit
 from datetime import UTC, datetime, timedelta
 
+from tests.support.observations import observation_dict, track
+
 from goalkeeper.core.engine import ObservationAccepted, Started, TimerDue, decide
 from goalkeeper.core.models import MonitorSpec, MonitorStatus, Observation
-from tests.support.observations import observation_dict, track
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SPEC = MonitorSpec(task="Finish the nightly build.", everyMinutes=15)
@@ -49,16 +50,22 @@ def main() -> None:
         assert status.step is not None
         event = ObservationAccepted(status.step.seq, obs)
         number = 200 if tracks < 100 else 20
-        decision = per_call(lambda: decide(SPEC, status, event, T0 + timedelta(hours=3)), number)
+        decision = per_call(
+            lambda s=status, e=event: decide(SPEC, s, e, T0 + timedelta(hours=3)), number
+        )
         raw = obs.model_dump(mode="json")
-        validate = per_call(lambda: Observation.model_validate(raw), number)
+        validate = per_call(lambda r=raw: Observation.model_validate(r), number)
         rows.append((tracks, decision, validate))
     base = rows[0][1]
-    print(f"{'tracks':>6} {'decide ms':>10} {'validate ms':>12} {'decide/validate':>16} "
-          f"{'decide vs 0 tracks':>19}")
+    print(
+        f"{'tracks':>6} {'decide ms':>10} {'validate ms':>12} {'decide/validate':>16} "
+        f"{'decide vs 0 tracks':>19}"
+    )
     for tracks, decision, validate in rows:
-        print(f"{tracks:>6} {decision * 1e3:>10.3f} {validate * 1e3:>12.3f} "
-              f"{decision / validate:>16.1f} {decision / base:>19.1f}")
+        print(
+            f"{tracks:>6} {decision * 1e3:>10.3f} {validate * 1e3:>12.3f} "
+            f"{decision / validate:>16.1f} {decision / base:>19.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import yaml
 
 from goalkeeper.devcluster import K8S_VERSION, ControlPlane
 from goalkeeper.devcluster.procs import pid_alive
-from tests.cluster.conftest import REPO
+from tests.support.cluster_fixtures import REPO
 
 pytestmark = pytest.mark.cluster
 

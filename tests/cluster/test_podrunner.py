@@ -9,7 +9,7 @@ import pytest
 
 from goalkeeper.devcluster import ControlPlane, PodRunner
 from goalkeeper.devcluster.procs import pid_alive
-from tests.cluster.conftest import OWN_RUNNER_LABEL, _exists, wait_for
+from tests.support.cluster_fixtures import OWN_RUNNER_LABEL, _exists, wait_for
 
 pytestmark = pytest.mark.cluster
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.conftest import api_client, control_plane, namespace, pod_runner  # noqa: F401
 from tests.e2e.harness import ROOT, Cluster, OperatorProcess, write_token_kubeconfig
 from tests.support.model_server import ModelServer
 
@@ -17,7 +16,7 @@ pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
-def target_ns(control_plane: Any, namespace: str, pod_runner: Any) -> str:  # noqa: F811
+def target_ns(control_plane: Any, namespace: str, pod_runner: Any) -> str:
     """A namespace with the step ServiceAccounts and roles, and the model API key Secret."""
     control_plane.kubectl(
         "apply", "-n", namespace, "-f", str(ROOT / "config" / "rbac" / "steps.yaml"), check=True
@@ -36,7 +35,7 @@ def target_ns(control_plane: Any, namespace: str, pod_runner: Any) -> str:  # no
 
 
 @pytest.fixture
-def cluster(api_client: Any, target_ns: str) -> Cluster:  # noqa: F811
+def cluster(api_client: Any, target_ns: str) -> Cluster:
     return Cluster(api_client, target_ns)
 
 
@@ -48,8 +47,8 @@ def model() -> Iterator[ModelServer]:
 
 @pytest.fixture(scope="session")
 def operator_kubeconfig(
-    control_plane: Any,  # noqa: F811
-    api_client: Any,  # noqa: F811
+    control_plane: Any,
+    api_client: Any,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
     """The operator runs as its own ServiceAccount with config/rbac/operator.yaml: the

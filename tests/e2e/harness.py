@@ -182,7 +182,10 @@ class Scenario:
             self.acts += 1
             return ToolCalls((self.act_calls or self.resume)(self.acts))
         n = self.acts
-        outcome = self.act_outcomes[n - 1] if n <= len(self.act_outcomes) else "succeeded"
+        said = "\n".join(results)
+        # Unless scripted otherwise, the outcome follows what the tools said.
+        default = "failed" if "ERROR" in said or "REFUSED" in said else "succeeded"
+        outcome = self.act_outcomes[n - 1] if n <= len(self.act_outcomes) else default
         return Final(
             {
                 "outcome": outcome,

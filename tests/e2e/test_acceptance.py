@@ -405,6 +405,7 @@ def test_acceptance_13_normal_restart_does_not_trigger_repair(
     status = finished(cluster, operator, timeout=180)
     assert status["stop"]["reason"] == "goalComplete"
     assert "repair" not in cluster.step_kinds()
+    assert [r["outcome"] for r in step_results(cluster, "act")] == ["succeeded"]
     assert not repair_marker.exists(), "the repair workflow never ran"
 
 

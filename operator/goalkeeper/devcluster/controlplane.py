@@ -131,7 +131,9 @@ class ControlPlane:
         """A fresh `kubernetes.client.ApiClient` authenticated as the admin."""
         from kubernetes import config
 
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
+        return config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(self.kubeconfig)
+        )
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = False, timeout: float = 60
@@ -397,7 +399,7 @@ class ControlPlane:
         if not docs:
             return []
         with self.api_client() as api_client:
-            ext = client.ApiextensionsV1Api(api_client)
+            ext: Any = client.ApiextensionsV1Api(api_client)
             names = []
             for doc in docs:
                 name = doc["metadata"]["name"]

@@ -183,14 +183,16 @@ class PodRunner:
     def _api(self) -> Any:
         from kubernetes import config
 
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
+        return config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(self.kubeconfig)
+        )
 
     def _watch_loop(self) -> None:
         from kubernetes import client, watch
         from kubernetes.client.exceptions import ApiException
 
         api_client = self._api()
-        core = client.CoreV1Api(api_client)
+        core: Any = client.CoreV1Api(api_client)
         kwargs: dict[str, Any] = {}
         if self.label_selector:
             kwargs["label_selector"] = self.label_selector
@@ -209,7 +211,7 @@ class PodRunner:
                 self._ready.set()
                 rv = listing.metadata.resource_version
                 while not self._stopping.is_set():
-                    w = watch.Watch()
+                    w: Any = watch.Watch()  # type: ignore[no-untyped-call]
                     for event in w.stream(
                         lister, *args, resource_version=rv, timeout_seconds=5, **kwargs
                     ):
@@ -263,7 +265,7 @@ class PodRunner:
         from kubernetes import client
 
         api_client = self._api()
-        core = client.CoreV1Api(api_client)
+        core: Any = client.CoreV1Api(api_client)
         try:
             self._run_pod_inner(core, pod, rec)
         except Exception as exc:
@@ -481,9 +483,9 @@ class PodRunner:
                 "status.hostIP": "127.0.0.1",
             }
             if path.startswith("metadata.labels['"):
-                return (pod.metadata.labels or {}).get(path[17:-2], "")
+                return str((pod.metadata.labels or {}).get(path[17:-2], ""))
             if path.startswith("metadata.annotations['"):
-                return (pod.metadata.annotations or {}).get(path[22:-2], "")
+                return str((pod.metadata.annotations or {}).get(path[22:-2], ""))
             if path in fields:
                 return str(fields[path])
             raise PodStartError("CreateContainerConfigError", f"unsupported fieldRef {path}")

@@ -56,7 +56,7 @@ def spawn(
         logf = open(log, "ab")  # noqa: SIM115 - handed to the child, closed below
         out, err = logf, subprocess.STDOUT
     try:
-        return _in_spawner_thread(
+        process: subprocess.Popen[bytes] = _in_spawner_thread(
             subprocess.Popen,
             list(argv),
             stdin=subprocess.DEVNULL,
@@ -70,6 +70,7 @@ def spawn(
     finally:
         if logf is not None:
             logf.close()
+    return process
 
 
 _spawn_queue: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], Future[Any]]]

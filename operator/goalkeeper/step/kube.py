@@ -273,8 +273,12 @@ class KubeBackend:
         )
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None) -> Any:
+        # Background propagation: dependents go too (a Job's default would orphan its pods),
+        # and the name is free at once, so a restart can create the object again.
         return self.request_json(
-            "DELETE", self.path_for(api_version, kind, namespace=namespace, name=name)
+            "DELETE",
+            self.path_for(api_version, kind, namespace=namespace, name=name),
+            body={"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"},
         )
 
 
