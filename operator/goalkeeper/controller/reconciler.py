@@ -253,29 +253,15 @@ class Reconciler:
     # --- reads and the status write ---
 
     async def _get_monitor(self, namespace: str, name: str) -> Body | None:
-        try:
-            return await asyncio.to_thread(
-                self.custom.get_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                "monitors",
-                name,
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+        return await self._get("monitors", namespace, name)
 
     async def get_step(self, namespace: str, name: str) -> Body | None:
+        return await self._get("monitorsteps", namespace, name)
+
+    async def _get(self, plural: str, namespace: str, name: str) -> Body | None:
         try:
             return await asyncio.to_thread(
-                self.custom.get_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                "monitorsteps",
-                name,
+                self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name
             )
         except ApiException as error:
             if error.status == 404:
