@@ -235,3 +235,26 @@ def test_step_history_is_pruned_to_its_bound(
     assert [s["spec"]["seq"] for s in cluster.steps()] == [3, 4]
     wait_until(lambda: len(cluster.step_jobs()) == 2, 60, "pruned steps' Jobs to be collected")
     assert len(cluster.events("Report")) == 4
+
+
+def test_step_job_that_keeps_failing_stops_after_bounded_retries(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    # Without its RoleBinding the observer cannot read its MonitorStep: every step pod
+    # fails before it can write a result, so only the Job's failure tells the operator.
+    from kubernetes import client
+
+    client.RbacAuthorizationV1Api(cluster.core.api_client).delete_namespaced_role_binding(
+        "goalkeeper-observer", cluster.ns
+    )
+    target(cluster, suspended=False, seconds=0)
+    model.default = Scenario(cluster.ns, complete)
+    cluster.create_monitor()
+    status = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)
+    assert status["stop"]["reason"] == "blocked"
+    message = status["stop"]["message"]
+    assert "failed 3 times in a row" in message and "Job build-3-observe failed" in message
+    assert status["checks"] == 0
+    assert cluster.step_kinds() == ["observe", "observe", "observe"]
+    assert all((s.get("status") or {}).get("phase") != "Succeeded" for s in cluster.steps())
+    assert cluster.events("Report") == []
