@@ -260,6 +260,12 @@ class OperatorProcess:
         )
         return self
 
+    def restart_with(self, **env: str) -> None:
+        """Stop, change the operator's environment, and start again."""
+        self.stop()
+        self.extra_env.update(env)
+        self.start()
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)

@@ -256,9 +256,7 @@ def test_acceptance_07_same_repaired_failure_returns_so_monitor_stops(
     repair_env: dict[str, str],
     repair_marker: Path,
 ) -> None:
-    operator.stop()
-    operator.extra_env.update(repair_env)
-    operator.start()
+    operator.restart_with(**repair_env)
     target(cluster, suspended=False, seconds=0, exit_code=3)
     model.default = Scenario(cluster.ns, lambda facts, n: repair(facts))
     cluster.create_monitor()
@@ -376,9 +374,7 @@ def test_acceptance_13_normal_restart_does_not_trigger_repair(
     repair_env: dict[str, str],
     repair_marker: Path,
 ) -> None:
-    operator.stop()
-    operator.extra_env.update(repair_env)
-    operator.start()
+    operator.restart_with(**repair_env)
     target(cluster, suspended=False, seconds=0, exit_code=1)
     wait_until(lambda: job_state(cluster).status.failed, 60, "the target Job to fail")
 
@@ -416,9 +412,7 @@ def test_acceptance_14_real_defect_uses_repair_path(
     repair_env: dict[str, str],
     repair_marker: Path,
 ) -> None:
-    operator.stop()
-    operator.extra_env.update(repair_env)
-    operator.start()
+    operator.restart_with(**repair_env)
     target(cluster, suspended=False, seconds=0, exit_code=3)
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:

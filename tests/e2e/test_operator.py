@@ -166,9 +166,7 @@ def test_missing_observer_account_stops_with_a_clear_reason(
 def test_no_model_configured_stops_with_a_clear_reason(
     cluster: Cluster, operator: OperatorProcess
 ) -> None:
-    operator.stop()
-    operator.extra_env["GOALKEEPER_MODEL"] = ""
-    operator.start()
+    operator.restart_with(GOALKEEPER_MODEL="")
     cluster.create_monitor()
     status = wait_until(cluster.stopped, 60, "the monitor to stop", operator.logs)
     assert "No model is configured" in status["stop"]["message"]
@@ -221,9 +219,7 @@ def test_status_conditions_and_observed_generation_follow_spec_edits(
 def test_step_history_is_pruned_to_its_bound(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    operator.stop()
-    operator.extra_env["GOALKEEPER_STEP_HISTORY"] = "2"
-    operator.start()
+    operator.restart_with(GOALKEEPER_STEP_HISTORY="2")
     target(cluster, suspended=False, seconds=120)
     model.default = Scenario(
         cluster.ns,

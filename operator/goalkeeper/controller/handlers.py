@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from goalkeeper.controller.manifests import GROUP, LABEL_SEQ, LABEL_STEP, VERSION
 from goalkeeper.controller.reconciler import Reconciler
-from goalkeeper.core.engine import Event, Started, StepFailed
+from goalkeeper.core.engine import Started, StepFailed
 from goalkeeper.core.models import MonitorStatus, StepKind, StepPhase
 from goalkeeper.core.steps import step_event
 
@@ -57,7 +57,7 @@ async def on_monitor(
     generation = body.get("metadata", {}).get("generation")
     status = _status(body)
     if status is None or status.observedGeneration != generation:
-        await reconciler.apply(namespace, name, lambda current: Started(generation))
+        await reconciler.apply(namespace, name, Started(generation))
     elif event.get("type") is None:
         # The operator (re)started: a result it missed while down is settled now.
         await reconciler.verify_step_in_flight(namespace, name, status)
@@ -78,15 +78,11 @@ async def on_step(
         kind, seq = StepKind(spec["kind"]), int(spec["seq"])
     except (KeyError, ValueError, TypeError):
         return
-    reconciler: Reconciler = memo.reconciler
-    result = dict(raw_status)
-
-    def event_for(status: MonitorStatus) -> Event | None:
-        if status.step is None or status.step.seq != seq:
-            return None  # not the step in flight: already handled, or stale
-        return step_event(kind, seq, result)
-
-    await reconciler.apply(namespace, spec["monitor"], event_for)
+    finished = step_event(kind, seq, dict(raw_status))
+    if finished is not None:
+        # A step no longer in flight (handled before, or stale) is ignored by the engine.
+        reconciler: Reconciler = memo.reconciler
+        await reconciler.apply(namespace, spec["monitor"], finished)
 
 
 async def on_job(
@@ -112,13 +108,7 @@ async def on_job(
         return  # the step wrote its result; that result decides
     seq = int(labels.get(LABEL_SEQ) or step["spec"]["seq"])
     message = failure or f"Job {name} was deleted before the step wrote a result."
-
-    def event_for(status: MonitorStatus) -> Event | None:
-        if status.step is None or status.step.seq != seq:
-            return None
-        return StepFailed(seq, message)
-
-    await reconciler.apply(namespace, step["spec"]["monitor"], event_for)
+    await reconciler.apply(namespace, step["spec"]["monitor"], StepFailed(seq, message))
 
 
 def _failure(job: Any) -> str | None:

@@ -29,6 +29,7 @@ from goalkeeper.core.engine import (
     PublishSchedule,
     StepFailed,
     StopMonitor,
+    TimerDue,
     decide,
     reject_spec,
 )
@@ -38,7 +39,6 @@ from goalkeeper.core.steps import describe_errors, step_event
 log = logging.getLogger("goalkeeper.reconciler")
 
 Body = dict[str, Any]
-EventFor = Callable[[MonitorStatus], Event | None]
 CONFLICT_RETRIES = 5
 
 
@@ -64,8 +64,12 @@ class Reconciler:
 
     # --- the one way state changes ---
 
-    async def apply(self, namespace: str, name: str, event_for: EventFor) -> None:
-        """Decide on one event for one monitor and carry the decision out."""
+    async def apply(self, namespace: str, name: str, event: Event) -> None:
+        """Decide on one event for one monitor and carry the decision out.
+
+        A result from a step that is no longer in flight needs no filtering here: the
+        engine ignores it, the status stays as it was, and nothing is written.
+        """
         key = (namespace, name)
         async with self._locks.setdefault(key, asyncio.Lock()):
             for _ in range(CONFLICT_RETRIES):
@@ -77,26 +81,21 @@ class Reconciler:
                 except ValidationError as error:
                     log.error("%s/%s: status is unreadable, not touching it: %s", *key, error)
                     return
-                decision = await self._decide(monitor, status, event_for)
-                if decision is None or decision.status == status:
+                decision = await self._decide(monitor, status, event)
+                if decision.status == status:
                     return
                 if await self._write_status(monitor, decision.status):
                     self.arm_timer(namespace, name, decision.status)
                     return
             log.warning("%s/%s: status kept changing; the next event retries", *key)
 
-    async def _decide(
-        self, monitor: Body, status: MonitorStatus, event_for: EventFor
-    ) -> Decision | None:
+    async def _decide(self, monitor: Body, status: MonitorStatus, event: Event) -> Decision:
         now = self.clock()
         try:
             spec = MonitorSpec.model_validate(monitor.get("spec") or {})
         except ValidationError as error:
             decision = reject_spec(status, describe_errors(error), now)
             return await self._carry_out(monitor, None, decision)
-        event = event_for(status)
-        if event is None:
-            return None
         decision = decide(spec, status, event, now, minute=self.settings.minute)
         name = monitor["metadata"]["name"]
         log.debug("%s: %s -> %s", name, type(event).__name__, decision.effects)
@@ -322,14 +321,12 @@ class Reconciler:
         self._locks.pop((namespace, name), None)
 
     async def _fire(self, key: tuple[str, str], due: datetime) -> None:
-        from goalkeeper.core.engine import TimerDue
-
         delay = (due - self.clock()).total_seconds()
         if delay > 0:
             await asyncio.sleep(delay)
         log.info("%s/%s timer due", *key)
         try:
-            await self.apply(*key, lambda status: TimerDue())
+            await self.apply(*key, TimerDue())
         except Exception:
             log.exception("%s/%s: timer failed; it fires again on the next monitor event", *key)
             self._timers.pop(key, None)
@@ -343,15 +340,10 @@ class Reconciler:
             return
         step_name = manifests.step_name(name, step.seq, step.kind)
         found = await self.get_step(namespace, step_name)
-        seq, kind = step.seq, step.kind
-
-        def event_for(current: MonitorStatus) -> Event | None:
-            if current.step is None or current.step.seq != seq:
-                return None
-            if found is None:
-                return StepFailed(
-                    seq, f"MonitorStep {step_name} vanished before it wrote a result."
-                )
-            return step_event(kind, seq, found.get("status"))
-
-        await self.apply(namespace, name, event_for)
+        event = (
+            StepFailed(step.seq, f"MonitorStep {step_name} vanished before it wrote a result.")
+            if found is None
+            else step_event(step.kind, step.seq, found.get("status"))
+        )
+        if event is not None:
+            await self.apply(namespace, name, event)
