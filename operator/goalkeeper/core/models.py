@@ -563,10 +563,22 @@ class MonitorStepSpec(Model):
     input: StepInput
 
 
+class StepPod(Model):
+    """The pod that wrote a step's status, from the downward API.
+
+    The admission policy requires it to match the writer's bound-token pod claims, and the
+    operator accepts a result only when this pod is owned by the step's own Job.
+    """
+
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+    uid: Annotated[str, Field(min_length=1, max_length=64)]
+
+
 class MonitorStepStatus(Model):
     """Written by the step's pod. `result` is untrusted: the operator validates it again."""
 
     phase: StepPhase = StepPhase.Pending
+    pod: StepPod | None = Field(default=None, description="The pod that wrote this status.")
     result: dict[str, Any] | None = Field(
         default=None, description="An Observation (observe) or an ActionResult (act, repair)."
     )
