@@ -1,0 +1,93 @@
+{{- define "goalkeeper.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "goalkeeper.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "goalkeeper.labels" -}}
+{{ include "goalkeeper.selectorLabels" . }}
+app.kubernetes.io/part-of: goalkeeper
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "goalkeeper.serviceAccountName" -}}
+{{- .Values.serviceAccount.name | default (printf "%s-operator" (include "goalkeeper.fullname" .)) -}}
+{{- end -}}
+
+{{- define "goalkeeper.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The operator's rules on namespaced resources: config/rbac/operator.yaml, in step. */}}
+{{- define "goalkeeper.operatorNamespacedRules" -}}
+- apiGroups: [goalkeeper.dev]
+  resources: [monitors]
+  verbs: [get, list, watch]
+- apiGroups: [goalkeeper.dev]
+  resources: [monitors/status]
+  verbs: [get, patch]
+- apiGroups: [goalkeeper.dev]
+  resources: [monitorsteps]
+  verbs: [get, list, watch, create, delete]
+# Owner references with blockOwnerDeletion need update on the owner's finalizers.
+- apiGroups: [goalkeeper.dev]
+  resources: [monitors/finalizers, monitorsteps/finalizers]
+  verbs: [update]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create]
+# get: an Event found under a report's name is used only when it is this Monitor's.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, get]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get]
+{{- end -}}
+
+{{/* Cluster-scoped reads kopf needs to discover resources and namespaces. */}}
+{{- define "goalkeeper.operatorClusterRules" -}}
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+{{- end -}}
+
+{{/* The step roles' shared reads: config/rbac/steps.yaml, in step. */}}
+{{- define "goalkeeper.stepReadRules" -}}
+- apiGroups: [""]
+  resources: [pods, pods/log, services, endpoints, configmaps, events, persistentvolumeclaims]
+  verbs: [get, list, watch]
+{{- end -}}
+
+{{- define "goalkeeper.stepResultRules" -}}
+- apiGroups: [goalkeeper.dev]
+  resources: [monitorsteps]
+  verbs: [get]
+- apiGroups: [goalkeeper.dev]
+  resources: [monitorsteps/status]
+  verbs: [get, patch]
+{{- end -}}
+
+{{/* A value as an env string; whole numbers without an exponent (values arrive as floats). */}}
+{{- define "goalkeeper.envValue" -}}
+{{- if and (kindIs "float64" .) (eq . (float64 (int64 .))) -}}
+{{- int64 . | toString | quote -}}
+{{- else -}}
+{{- toString . | quote -}}
+{{- end -}}
+{{- end -}}
