@@ -7,8 +7,21 @@ from typing import Any
 
 from goalkeeper.core.models import StepInput
 from goalkeeper.step.kube import KubeError
-from goalkeeper.step.tools import LAST_APPLIED
+from goalkeeper.step.redact import LAST_APPLIED
 from tests.support.observations import AUTHORIZED, action, contract, observation_dict
+
+# Kind -> (plural, namespaced), what discovery answers for the kinds the tests use.
+RESOURCES: dict[str, tuple[str, bool]] = {
+    "ConfigMap": ("configmaps", True),
+    "Deployment": ("deployments", True),
+    "Job": ("jobs", True),
+    "Namespace": ("namespaces", False),
+    "Node": ("nodes", False),
+    "Pod": ("pods", True),
+    "ReplicaSet": ("replicasets", True),
+    "Secret": ("secrets", True),
+    "StatefulSet": ("statefulsets", True),
+}
 
 
 class FakeKube:
@@ -31,6 +44,13 @@ class FakeKube:
         if key not in self.objects:
             raise KubeError(404, f'HTTP 404: NotFound {kind.lower()}s "{name}" not found')
         return self.objects[key]
+
+    def resource_info(self, api_version: str, kind: str) -> tuple[str, str, bool]:
+        self.calls.append(("resource_info", (api_version, kind)))
+        for real, (plural, namespaced) in RESOURCES.items():
+            if kind.lower() in (real.lower(), plural):
+                return real, plural, namespaced
+        raise KubeError(404, f"no resource of kind {kind!r} in {api_version}")
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None) -> Any:
         self.calls.append(("get", (api_version, kind, name, namespace)))
@@ -57,9 +77,7 @@ class FakeKube:
 
     def request_json(self, method: str, path: str, **kw: Any) -> Any:
         self.calls.append(("request", (method, path, kw)))
-        if method != "GET":
-            raise AssertionError(f"unexpected write through the fake: {method} {path}")
-        return {"kind": "Status", "path": path}
+        return {"kind": "Status", "status": "Success", "method": method, "path": path}
 
     def apply(self, manifest: dict[str, Any], *, namespace: str | None, force: bool) -> Any:
         self.calls.append(("apply", (manifest, namespace, force)))
@@ -91,7 +109,13 @@ class FakeKube:
         return {"status": "Success"}
 
     def writes(self) -> list[tuple[str, tuple[Any, ...]]]:
-        return [c for c in self.calls if c[0] in ("apply", "create", "replace", "patch", "delete")]
+        """Every write call, raw requests with a mutating method included."""
+        return [
+            c
+            for c in self.calls
+            if c[0] in ("apply", "create", "replace", "patch", "delete")
+            or (c[0] == "request" and c[1][0] not in ("GET", "HEAD"))
+        ]
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -135,6 +159,40 @@ def secret(name: str = "db", namespace: str = "shop") -> dict[str, Any]:
     }
 
 
+def config_map(name: str, data: dict[str, str], namespace: str = "shop") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": dict(data),
+    }
+
+
+def pod(
+    name: str, namespace: str = "shop", *, owner: tuple[str, str, str] | None = None
+) -> dict[str, Any]:
+    """A Pod; `owner` is the (apiVersion, kind, name) of its controller."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if owner is not None:
+        api_version, kind, owner_name = owner
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": api_version,
+                "kind": kind,
+                "name": owner_name,
+                "uid": f"uid-{owner_name}",
+                "controller": True,
+            }
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"containers": [{"name": "main", "image": "example.invalid/x:1"}]},
+        "status": {"phase": "Failed"},
+    }
+
+
 def step_input(kind: str = "observe", **overrides: Any) -> StepInput:
     body: dict[str, Any] = {
         "kind": kind,
@@ -157,8 +215,10 @@ def step_input(kind: str = "observe", **overrides: Any) -> StepInput:
 
 __all__ = [
     "FakeKube",
+    "config_map",
     "deployment",
     "observation_dict",
+    "pod",
     "secret",
     "step_input",
 ]

@@ -3,6 +3,8 @@
 No Kubernetes here: the tools are injected (`StepTools` with any backend), the model is any
 pydantic-ai model (a `StepModel` for real runs, a `FunctionModel` in tests). The result is a
 `StepOutcome`: the validated output as a JSON dict, or an error with its kind, and the usage.
+The writes an act step's tools refused are reported in its outcome whatever the model says:
+a `refused writes: ...` line ends the evidence (or the error).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from goalkeeper.step.model import StepModel
 from goalkeeper.step.tools import StepTools, act_toolset, observe_toolset
 
 ERROR_MAX = 4000
+EVIDENCE_MAX = 4000
+REFUSALS_MAX = 1000
 
 
 @dataclass(frozen=True)
@@ -193,13 +197,20 @@ async def run_act(
             "the act step input has no action request (spec.input.action)",
             StepErrorKind.configuration,
         )
+    if tools.config.mutation_set != tuple(step_input.action.mutationSet):
+        return StepOutcome(
+            None,
+            StepUsage(),
+            "the act step's tools are not limited to the action's mutation set",
+            StepErrorKind.internal,
+        )
     user = prompts.act_user_prompt(
         step_input,
         fence_id=tools.config.fence_id,
         namespace=tools.config.namespace,
         now=_now(clock),
     )
-    return await _run(
+    outcome = await _run(
         output_type=ActionResult,
         system_prompt=prompts.ACT_SYSTEM_PROMPT,
         user_prompt=user,
@@ -208,6 +219,20 @@ async def run_act(
         limits=limits or RunLimits(),
         model_settings=model_settings,
     )
+    return with_refusals(outcome, tools.refusals)
+
+
+def with_refusals(outcome: StepOutcome, refusals: list[str]) -> StepOutcome:
+    """The outcome with a last line naming the refused writes, within the length bounds."""
+    if not refusals:
+        return outcome
+    line = ("refused writes: " + "; ".join(refusals))[:REFUSALS_MAX]
+    if outcome.result is not None:
+        evidence = str(outcome.result.get("evidence", ""))[: EVIDENCE_MAX - len(line) - 1]
+        result = {**outcome.result, "evidence": f"{evidence}\n{line}"}
+        return StepOutcome(result, outcome.usage, outcome.error, outcome.error_kind)
+    error = (outcome.error or "")[: ERROR_MAX - len(line) - 2]
+    return StepOutcome(None, outcome.usage, f"{error}; {line}", outcome.error_kind)
 
 
 __all__ = [
@@ -218,4 +243,5 @@ __all__ = [
     "run_act",
     "run_observe",
     "step_usage",
+    "with_refusals",
 ]

@@ -4,6 +4,10 @@ Parse the kind, load the settings, read the MonitorStep, run the step, write its
 Exit codes: 0 the step ran and wrote its result; 1 the step failed and the failure is
 recorded in the MonitorStep status; 2 the step could not even report (no identity, no
 Kubernetes access, or the status could not be written).
+
+Every status patch names the step's pod (`status.pod`, from `GOALKEEPER_POD_NAME` and
+`GOALKEEPER_POD_UID`) when the environment gives it. The model credentials never appear in
+what the step writes: the status, the termination message and its log lines are scrubbed.
 """
 
 from __future__ import annotations
@@ -25,11 +29,20 @@ from goalkeeper.core.models import (
     StepInput,
     StepKind,
     StepPhase,
+    StepPod,
     StepUsage,
 )
 from goalkeeper.step.agent import RunLimits, StepOutcome, run_act, run_observe
 from goalkeeper.step.fence import new_fence_id
-from goalkeeper.step.settings import SettingsError, StepSettings, load_identity, load_settings
+from goalkeeper.step.processes import model_credentials
+from goalkeeper.step.redact import scrub
+from goalkeeper.step.settings import (
+    SettingsError,
+    StepIdentity,
+    StepSettings,
+    load_identity,
+    load_settings,
+)
 
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_MAX = 4000
@@ -40,7 +53,7 @@ def _now() -> datetime:
 
 
 def _say(message: str) -> None:
-    print(f"goalkeeper-step: {message}", file=sys.stderr, flush=True)
+    print(f"goalkeeper-step: {scrub(message, model_credentials())}", file=sys.stderr, flush=True)
 
 
 def summary(kind: StepKind, outcome: StepOutcome) -> str:
@@ -63,14 +76,35 @@ def write_termination_message(text: str) -> None:
         path = TERMINATION_LOG
     try:
         with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text[:TERMINATION_MAX])
+            handle.write(scrub(text, model_credentials())[:TERMINATION_MAX])
     except OSError as exc:
         _say(f"could not write the termination message to {path}: {exc}")
 
 
-def final_status(outcome: StepOutcome, started: datetime, finished: datetime) -> dict[str, Any]:
+def step_pod(identity: StepIdentity) -> StepPod | None:
+    """The pod this step runs in, when the environment names it validly."""
+    if not identity.pod_name or not identity.pod_uid:
+        return None
+    try:
+        return StepPod(name=identity.pod_name, uid=identity.pod_uid)
+    except ValidationError as exc:
+        _say(f"GOALKEEPER_POD_NAME/GOALKEEPER_POD_UID are invalid: {_validation_text(exc)}")
+        return None
+
+
+def running_status(started: datetime, pod: StepPod | None) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": StepPhase.Running.value, "startedAt": started.isoformat()}
+    if pod is not None:
+        status["pod"] = pod.model_dump(mode="json")
+    return status
+
+
+def final_status(
+    outcome: StepOutcome, started: datetime, finished: datetime, pod: StepPod | None = None
+) -> dict[str, Any]:
     status = MonitorStepStatus(
         phase=StepPhase.Succeeded if outcome.ok else StepPhase.Failed,
+        pod=pod,
         result=outcome.result if outcome.ok else None,
         error=None if outcome.ok else (outcome.error or "")[:4000],
         errorKind=outcome.error_kind,
@@ -78,8 +112,10 @@ def final_status(outcome: StepOutcome, started: datetime, finished: datetime) ->
         startedAt=started,
         finishedAt=finished,
     )
-    # Nulls are kept: in a merge patch they clear what an earlier attempt left behind.
-    return status.model_dump(mode="json")
+    # Nulls are kept: in a merge patch they clear what an earlier attempt left behind. A
+    # missing pod is left out instead: the step writes no pod it cannot name.
+    doc = status.model_dump(mode="json", exclude={"pod"} if pod is None else None)
+    return dict(scrub(doc, model_credentials()))
 
 
 def failed(kind: StepErrorKind, message: str) -> StepOutcome:
@@ -128,11 +164,14 @@ def run_step(
     from goalkeeper.step.model import build_model, http_client, model_settings
     from goalkeeper.step.tools import StepTools, ToolConfig
 
+    writes = step_input.action.mutationSet if kind is StepKind.act and step_input.action else []
     tools = StepTools(
         kube,
         ToolConfig(
             fence_id=new_fence_id(),
             namespace=namespace,
+            mutation_set=tuple(writes),
+            http_allowed_hosts=settings.http_allowed_hosts,
             file_roots=settings.file_roots,
             allow_commands=settings.allow_commands,
         ),
@@ -187,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     started = _now()
+    pod = step_pod(identity)
 
     def finish(outcome: StepOutcome) -> int:
         message = summary(kind, outcome)
@@ -195,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 backend,
                 identity.namespace,
                 identity.name,
-                final_status(outcome, started, _now()),
+                final_status(outcome, started, _now(), pod),
             )
         except KubeError as exc:
             _say(f"could not write the MonitorStep status: {exc}")
@@ -203,7 +243,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_termination_message(message)
             return 2
         write_termination_message(message)
-        (print if outcome.ok else _say)(message)
+        if outcome.ok:
+            print(scrub(message, model_credentials()), flush=True)
+        else:
+            _say(message)
         return 0 if outcome.ok else 1
 
     try:
@@ -233,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             backend,
             identity.namespace,
             identity.name,
-            {"phase": StepPhase.Running.value, "startedAt": started.isoformat()},
+            running_status(started, pod),
         )
     except KubeError as exc:
         _say(f"could not mark the MonitorStep running: {exc}")

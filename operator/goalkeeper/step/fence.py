@@ -5,12 +5,18 @@ to narrow the query, then wrapped in a fence that names it untrusted target data
 carries a per-run random id, and any run of three or more `<` or `>` inside the data is
 broken up, so text from the target can neither open nor close a fence: the only `<<<` and
 `>>>` in a fenced result are the fence's own.
+
+Lookalikes count: the data is first put in NFKC form (the fullwidth and small less-than
+signs U+FF1C and U+FE64 become `<`) with invisible characters removed (format characters
+such as zero-width joiners and bidi controls, variation selectors, fillers), so three
+fullwidth `<`, or `<<<` with a zero-width joiner inside, are broken up too.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+import unicodedata
 from typing import Literal
 
 RESULT_MAX_CHARS = 16_000
@@ -20,6 +26,9 @@ CLOSE = "END_UNTRUSTED_TARGET_DATA"
 _RUN_OF_LT = re.compile(r"<{3,}")
 _RUN_OF_GT = re.compile(r">{3,}")
 _SOURCE_UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/=,@+-]")
+# Invisible characters that are not format (Cf) characters: the combining grapheme joiner,
+# variation selectors and the Hangul fillers.
+_INVISIBLE = re.compile("[\u034f\ufe00-\ufe0f\U000e0100-\U000e01ef\u115f\u1160\u3164\uffa0]")
 
 
 def new_fence_id() -> str:
@@ -33,8 +42,19 @@ def _split_run(match: re.Match[str]) -> str:
     return " ".join(run[i : i + 2] for i in range(0, len(run), 2))
 
 
+def _visible(text: str) -> str:
+    text = _INVISIBLE.sub("", text)
+    return "".join(c for c in text if c.isascii() or unicodedata.category(c) != "Cf")
+
+
+def normalise(text: str) -> str:
+    """NFKC form without invisible characters: what a reader takes the text to say."""
+    return _visible(unicodedata.normalize("NFKC", _visible(text)))
+
+
 def neutralise(text: str) -> str:
     """Break up every run of three or more angle brackets so no fence marker survives."""
+    text = normalise(text)
     return _RUN_OF_GT.sub(_split_run, _RUN_OF_LT.sub(_split_run, text))
 
 

@@ -115,8 +115,7 @@ class KubeBackend:
                 self._resources[api_version] = list((doc or {}).get("resources", []))
             return self._resources[api_version]
 
-    def resource_for(self, api_version: str, kind: str) -> tuple[str, bool]:
-        """The plural resource name and whether it is namespaced, for a kind (or plural)."""
+    def _resource(self, api_version: str, kind: str) -> dict[str, Any]:
         wanted = kind.strip()
         for res in self._group_resources(api_version):
             if "/" in res.get("name", ""):
@@ -124,8 +123,18 @@ class KubeBackend:
             if wanted in (res.get("kind"), res.get("name"), res.get("singularName")) or (
                 wanted.lower() in (res.get("kind", "").lower(), *res.get("shortNames", []))
             ):
-                return str(res["name"]), bool(res.get("namespaced"))
+                return res
         raise KubeError(404, f"no resource of kind {kind!r} in {api_version}")
+
+    def resource_for(self, api_version: str, kind: str) -> tuple[str, bool]:
+        """The plural resource name and whether it is namespaced, for a kind (or plural)."""
+        res = self._resource(api_version, kind)
+        return str(res["name"]), bool(res.get("namespaced"))
+
+    def resource_info(self, api_version: str, kind: str) -> tuple[str, str, bool]:
+        """The Kind, the plural and whether it is namespaced, for a kind (or plural)."""
+        res = self._resource(api_version, kind)
+        return str(res.get("kind") or kind), str(res["name"]), bool(res.get("namespaced"))
 
     def path_for(
         self,

@@ -4,13 +4,13 @@ The workflow is a command line from `GOALKEEPER_REPAIR_COMMAND`, split like a sh
 and run without one. It receives the request as a JSON file (path in
 `GOALKEEPER_REPAIR_REQUEST`) and writes an `ActionResult` JSON to the path in
 `GOALKEEPER_REPAIR_OUTCOME`. goalkeeper does not plan, implement or deliver the repair
-itself.
+itself. The workflow's environment is the step's without the model credentials
+(`processes.child_environment`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from goalkeeper.core.models import ActionResult, Outcome, StepErrorKind, StepInput, StepUsage
 from goalkeeper.step.agent import StepOutcome
+from goalkeeper.step.processes import child_environment
 
 NOT_CONFIGURED = "No repair workflow is configured."
 TAIL_CHARS = 1500
@@ -104,7 +105,7 @@ def run_repair(
         request_path = Path(tmp) / "request.json"
         outcome_path = Path(tmp) / "outcome.json"
         request_path.write_text(json.dumps(request, indent=1))
-        child_env = dict(os.environ if env is None else env)
+        child_env = child_environment(env)
         child_env["GOALKEEPER_REPAIR_REQUEST"] = str(request_path)
         child_env["GOALKEEPER_REPAIR_OUTCOME"] = str(outcome_path)
         try:

@@ -2,6 +2,7 @@
 
 Every problem is reported as one line naming the variable and what it expects, so the
 operator can show it in the MonitorStep status; nothing here raises a bare traceback.
+`EXPECTED` lists every variable the step reads.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from goalkeeper.step.egress import parse_allowed
 
 PREFIX = "GOALKEEPER_"
 
@@ -31,6 +34,9 @@ class StepIdentity(BaseModel):
 
     name: str
     namespace: str
+    # The pod this process runs in, from the downward API; every status write names it.
+    pod_name: str | None = None
+    pod_uid: str | None = None
 
 
 # What each variable expects, used in error messages.
@@ -56,8 +62,12 @@ EXPECTED: dict[str, str] = {
     "GOALKEEPER_REPAIR_COMMAND": "a command line (split like a shell would, run without one)",
     "GOALKEEPER_REPAIR_TIMEOUT_SECONDS": "a number of seconds from 1 to 86400",
     "GOALKEEPER_FILE_ROOTS": "a ':'-separated list of absolute directory paths",
+    "GOALKEEPER_HTTP_ALLOWED_HOSTS": "comma-separated host or host:port entries the HTTP "
+    "tools may reach (IPv6 in brackets); empty allows none",
     "GOALKEEPER_STEP_NAME": "the name of the MonitorStep this step runs",
     "GOALKEEPER_STEP_NAMESPACE": "the namespace of the MonitorStep this step runs",
+    "GOALKEEPER_POD_NAME": "the name of the step's pod (downward API fieldRef metadata.name)",
+    "GOALKEEPER_POD_UID": "the uid of the step's pod (downward API fieldRef metadata.uid)",
 }
 
 
@@ -120,6 +130,7 @@ class StepSettings(BaseModel):
         default=3600.0, ge=1, le=86_400, alias="GOALKEEPER_REPAIR_TIMEOUT_SECONDS"
     )
     file_roots: tuple[str, ...] = Field(default=(), alias="GOALKEEPER_FILE_ROOTS")
+    http_allowed_hosts: tuple[str, ...] = Field(default=(), alias="GOALKEEPER_HTTP_ALLOWED_HOSTS")
 
     @field_validator("model", mode="before")
     @classmethod
@@ -169,6 +180,14 @@ class StepSettings(BaseModel):
             if bad:
                 raise ValueError(f"expected absolute paths, got {', '.join(bad)}")
             return tuple(os.path.normpath(r) for r in roots)
+        return value
+
+    @field_validator("http_allowed_hosts", mode="before")
+    @classmethod
+    def _hosts(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            parse_allowed(value)
+            return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
     @model_validator(mode="after")
@@ -272,4 +291,6 @@ def load_identity(environ: Mapping[str, str] | None = None) -> StepIdentity:
         values[field] = value
     if problems:
         raise SettingsError(problems)
-    return StepIdentity(**values)
+    pod_name = (env.get("GOALKEEPER_POD_NAME") or "").strip() or None
+    pod_uid = (env.get("GOALKEEPER_POD_UID") or "").strip() or None
+    return StepIdentity(**values, pod_name=pod_name, pod_uid=pod_uid)

@@ -27,11 +27,13 @@ from goalkeeper.core.models import (
     CostSource,
     Observation,
     StepErrorKind,
+    StepUsage,
 )
 from goalkeeper.step import prompts
 from goalkeeper.step.agent import RunLimits, run_act, run_observe
 from goalkeeper.step.model import StepModel
-from goalkeeper.step.tools import REDACTED, StepTools, ToolConfig
+from goalkeeper.step.redact import REDACTED
+from goalkeeper.step.tools import StepTools, ToolConfig
 
 FID = "feedfacecafebeef"
 Script = list[Callable[[list[ModelMessage], AgentInfo], ModelResponse] | ModelResponse]
@@ -235,7 +237,9 @@ async def test_act_scales_and_returns_an_action_result() -> None:
             }
         ),
     )
-    outcome = await run_act(step_input("act"), model, tools(kube))
+    outcome = await run_act(
+        step_input("act"), model, tools(kube, mutation_set=("deployments/web",))
+    )
     assert outcome.ok, outcome.error
     assert ActionResult.model_validate(outcome.result).outcome.value == "succeeded"
     assert kube.objects[("Deployment", "shop", "web")]["spec"]["replicas"] == 2
@@ -244,6 +248,83 @@ async def test_act_scales_and_returns_an_action_result() -> None:
     user = str(first.parts[-1].content)
     assert "Scale Deployment web to 2 replicas." in user
     assert "- deployments/web" in user
+
+
+async def test_act_write_outside_the_mutation_set_is_refused_and_reported() -> None:
+    progress = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "build-progress", "namespace": "shop"},
+        "data": {"done": "3"},
+    }
+    kube = FakeKube([deployment(replicas=0), progress])
+
+    def after(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        scaled, refused = (
+            str(p.content) for p in last_parts(messages) if isinstance(p, ToolReturnPart)
+        )
+        assert "spec.replicas is now 2" in scaled
+        assert refused.startswith(
+            "REFUSED: configmaps/build-progress is not in the action's mutation set "
+            "(deployments/web)"
+        )
+        # the model claims it changed both
+        return final(
+            {
+                "outcome": "succeeded",
+                "evidence": "Scaled web and marked progress done.",
+                "changed": ["deployments/web", "configmaps/build-progress"],
+            }
+        )
+
+    model, _ = scripted(
+        ModelResponse(
+            parts=[
+                ToolCallPart("k8s_scale", {"kind": "Deployment", "name": "web", "replicas": 2}),
+                ToolCallPart(
+                    "k8s_patch",
+                    {
+                        "kind": "ConfigMap",
+                        "name": "build-progress",
+                        "patch": {"data": {"done": "27"}},
+                    },
+                ),
+            ]
+        ),
+        after,
+    )
+    t = tools(kube, mutation_set=("deployments/web",))
+    outcome = await run_act(step_input("act"), model, t)
+    assert outcome.ok, outcome.error
+    assert outcome.result is not None
+    assert outcome.result["evidence"] == (
+        "Scaled web and marked progress done.\nrefused writes: k8s_patch configmaps/build-progress"
+    )
+    ActionResult.model_validate(outcome.result)
+    assert kube.objects[("ConfigMap", "shop", "build-progress")]["data"] == {"done": "3"}
+    assert [c[0] for c in kube.writes()] == ["patch"]  # the scale only
+
+
+async def test_refused_writes_fit_the_evidence_bound_and_reach_a_failed_step() -> None:
+    from goalkeeper.step.agent import StepOutcome, with_refusals
+
+    long = StepOutcome({"outcome": "failed", "evidence": "x" * 4000}, StepUsage())
+    bounded = with_refusals(long, ["k8s_delete jobs/other"] * 500)
+    assert bounded.result is not None
+    evidence = bounded.result["evidence"]
+    assert len(evidence) <= 4000 and "\nrefused writes: k8s_delete jobs/other" in evidence
+    ActionResult.model_validate(bounded.result)
+    failed = with_refusals(
+        StepOutcome(None, StepUsage(), "usage limit", StepErrorKind.limits), ["k8s_delete jobs/x"]
+    )
+    assert failed.error == "usage limit; refused writes: k8s_delete jobs/x"
+
+
+async def test_act_tools_must_be_limited_to_the_actions_mutation_set() -> None:
+    model, seen = scripted()
+    outcome = await run_act(step_input("act"), model, tools(mutation_set=("deployments/*",)))
+    assert outcome.error_kind is StepErrorKind.internal
+    assert seen == []
 
 
 async def test_usage_cost_unknown_without_prices() -> None:

@@ -1,25 +1,25 @@
-"""The tools on their own: redaction, bounds, refusals, file and HTTP reads, act mutations."""
+"""The tools on their own: redaction, bounds, refusals, file and HTTP reads, act mutations,
+the mutation set and the HTTP egress checks."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from tests.support.step_fakes import FakeKube, deployment, secret
+from tests.support.step_fakes import FakeKube, config_map, deployment, pod, secret
 
 from goalkeeper.step.fence import RESULT_MAX_CHARS
+from goalkeeper.step.redact import REDACTED, redact
 from goalkeeper.step.tools import (
-    REDACTED,
     RESTARTED_AT,
     StepTools,
     ToolConfig,
     act_toolset,
     observe_toolset,
-    redact,
 )
 
 FID = "abad1deaabad1dea"
@@ -32,6 +32,11 @@ def make(kube: FakeKube | None = None, **config: object) -> StepTools:
         ToolConfig(fence_id=FID, namespace="shop", **config),  # type: ignore[arg-type]
         clock=lambda: NOW,
     )
+
+
+def local(**config: object) -> StepTools:
+    """Tools that may reach the 127.0.0.1 test servers."""
+    return make(http_allowed_hosts=("127.0.0.1",), **config)
 
 
 def test_redact_secret_object_list_and_raw_secret_list() -> None:
@@ -140,29 +145,31 @@ def target() -> Iterator[str]:
 
 
 def test_http_get_reads_a_target_endpoint(target: str) -> None:
-    out = make().http_get(f"{target}/progress")
+    out = local().http_get(f"{target}/progress")
     assert "HTTP 200 GET" in out and '"completed": 21' in out
 
 
 def test_http_get_stops_at_the_size_limit(target: str) -> None:
-    out = make(http_max_bytes=10_000).http_get(f"{target}/big")
+    out = local(http_max_bytes=10_000).http_get(f"{target}/big")
     assert "body cut at 10000 bytes" in out
     assert len(out) <= RESULT_MAX_CHARS
 
 
 def test_http_only_http_schemes() -> None:
-    assert make().http_get("file:///etc/passwd").startswith("ERROR:")
+    assert local().http_get("file:///etc/passwd").startswith("ERROR:")
 
 
-def test_http_request_sends_other_methods_in_act(target: str) -> None:
-    out = make().http_request(f"{target}/resume", method="POST", body="go")
+def test_http_request_sends_a_write_the_mutation_set_names(target: str) -> None:
+    tools = local(mutation_set=(f"{target}/resume",))
+    out = tools.http_request(f"{target}/resume", method="POST", body="go")
     assert "HTTP 201 POST" in out
     assert f"\ngo\n<<<END_UNTRUSTED_TARGET_DATA id={FID}>>>" in out
+    assert tools.refusals == []
 
 
 def test_rollout_restart_stamps_the_pod_template() -> None:
     kube = FakeKube([deployment()])
-    out = make(kube).k8s_rollout_restart("Deployment", "web")
+    out = make(kube, mutation_set=("deployments/web",)).k8s_rollout_restart("Deployment", "web")
     annotations = kube.objects[("Deployment", "shop", "web")]["spec"]["template"]["metadata"][
         "annotations"
     ]
@@ -172,7 +179,7 @@ def test_rollout_restart_stamps_the_pod_template() -> None:
 
 def test_scale_apply_delete() -> None:
     kube = FakeKube([deployment()])
-    tools = make(kube)
+    tools = make(kube, mutation_set=("deployments/web", "configmaps/c"))
     assert "spec.replicas is now 5" in tools.k8s_scale("Deployment", "web", 5)
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}}
     assert "applied" in tools.k8s_apply(cm)
@@ -190,14 +197,23 @@ def test_commands_only_when_allowed() -> None:
 
     off = StepTools(FakeKube(), ToolConfig(fence_id=FID, namespace="shop"), runner=runner)
     assert "run_command" not in act_toolset(off).tools
-    assert off.run(["echo", "hi"]).startswith("REFUSED:")
+    assert off.run_command(["echo", "hi"]).startswith("REFUSED:")
     on = StepTools(
-        FakeKube(), ToolConfig(fence_id=FID, namespace="shop", allow_commands=True), runner=runner
+        FakeKube(),
+        ToolConfig(
+            fence_id=FID, namespace="shop", allow_commands=True, mutation_set=("command:echo",)
+        ),
+        runner=runner,
     )
     assert "run_command" in act_toolset(on).tools
     assert "run_command" not in observe_toolset(on).tools
-    assert "exit code 0" in on.run(["echo", "hi"])
+    assert "exit code 0" in on.run_command(["echo", "hi"])
     assert ran == [["echo", "hi"]]
+    # a command the mutation set does not name is refused before it starts
+    refused = on.run_command(["rm", "-rf", "/data"])
+    assert refused.startswith("REFUSED: command:rm is not in the action's mutation set")
+    assert ran == [["echo", "hi"]]
+    assert on.refusals == ["run_command command:rm"]
 
 
 def test_toolsets() -> None:
@@ -223,3 +239,136 @@ def test_toolsets() -> None:
         "k8s_rollout_restart",
         "http_request",
     }
+
+
+# --- the mutation set -------------------------------------------------------------------
+
+
+def act_tools(kube: FakeKube, *mutation_set: str) -> StepTools:
+    return make(kube, mutation_set=mutation_set)
+
+
+def test_writes_to_named_objects_go_through() -> None:
+    kube = FakeKube([deployment(), config_map("build-progress", {"done": "3"})])
+    tools = act_tools(kube, "Deployment/web", "configmaps/build-*")
+    assert "spec.replicas is now 3" in tools.k8s_scale("Deployment", "web", 3)
+    assert "patched" in tools.k8s_patch("ConfigMap", "build-progress", {"data": {"done": "4"}})
+    assert "applied" in tools.k8s_apply(config_map("build-extra", {"a": "1"}))
+    assert tools.refusals == []
+
+
+@pytest.mark.parametrize(
+    ("call", "label"),
+    [
+        (
+            lambda t: t.k8s_patch("ConfigMap", "settings", {"data": {"a": "2"}}),
+            "configmaps/settings",
+        ),
+        (lambda t: t.k8s_delete("Deployment", "api"), "deployments/api"),
+        (lambda t: t.k8s_scale("Deployment", "web", 0, namespace="prod"), "prod/deployments/web"),
+        (lambda t: t.k8s_rollout_restart("StatefulSet", "web"), "statefulsets/web"),
+        (lambda t: t.k8s_apply(config_map("other", {})), "configmaps/other"),
+        (lambda t: t.k8s_create(config_map("other", {})), "configmaps/other"),
+        (lambda t: t.k8s_replace(config_map("settings", {})), "configmaps/settings"),
+        (
+            lambda t: t.k8s_raw_write("/api/v1/namespaces/shop/configmaps/settings", "PATCH", {}),
+            "configmaps/settings",
+        ),
+        (
+            lambda t: t.k8s_raw_write(
+                "/api/v1/namespaces/shop/configmaps", "POST", config_map("x", {})
+            ),
+            "configmaps/x",
+        ),
+        (lambda t: t.k8s_raw_write("/api/v1/namespaces/shop/pods", "DELETE"), "pods/*"),
+        (
+            lambda t: t.k8s_raw_write("/apis/apps/v1/namespaces/shop/deployments/api/scale", "PUT"),
+            "deployments/api (scale)",
+        ),
+        (lambda t: t.k8s_raw_write("/api/v1/nodes/n1", "PATCH", {}), "nodes/n1"),
+    ],
+)
+def test_writes_outside_the_mutation_set_are_refused_before_sending(
+    call: Callable[[StepTools], str], label: str
+) -> None:
+    kube = FakeKube([deployment(), deployment("api"), config_map("settings", {"a": "1"})])
+    tools = act_tools(kube, "deployments/web", "jobs/build")
+    out = call(tools)
+    assert out == (
+        f"REFUSED: {label} is not in the action's mutation set (deployments/web, jobs/build); "
+        "nothing was sent. Change only what the action names, or report outcome blocked."
+    )
+    assert kube.writes() == []
+    assert len(tools.refusals) == 1 and tools.refusals[0].endswith(label)
+
+
+def test_an_empty_mutation_set_refuses_every_write() -> None:
+    kube = FakeKube([deployment()])
+    out = make(kube).k8s_scale("Deployment", "web", 1)
+    assert "is not in the action's mutation set (none named)" in out
+    assert kube.writes() == []
+
+
+def test_subresources_of_a_named_object_are_covered() -> None:
+    kube = FakeKube([deployment()])
+    tools = act_tools(kube, "deployments.apps/web")
+    out = tools.k8s_raw_write(
+        "/apis/apps/v1/namespaces/shop/deployments/web/scale", "PATCH", {"spec": {"replicas": 4}}
+    )
+    assert out.startswith("<<<UNTRUSTED_TARGET_DATA") and "Success" in out
+    tools.k8s_raw_write("/apis/apps/v1/namespaces/shop/deployments/web/status", "PATCH", {})
+    assert [c[1][1] for c in kube.writes()] == [
+        "/apis/apps/v1/namespaces/shop/deployments/web/scale",
+        "/apis/apps/v1/namespaces/shop/deployments/web/status",
+    ]
+
+
+def test_a_group_in_the_entry_must_match() -> None:
+    kube = FakeKube([deployment()])
+    out = act_tools(kube, "deployments.extensions/web").k8s_scale("Deployment", "web", 1)
+    assert out.startswith("REFUSED:")
+
+
+def test_a_pod_is_covered_by_its_named_controller() -> None:
+    kube = FakeKube(
+        [
+            pod("build-x1", owner=("batch/v1", "Job", "build")),
+            pod("other-x1", owner=("batch/v1", "Job", "other")),
+            pod("lonely"),
+        ]
+    )
+    tools = act_tools(kube, "jobs/build")
+    assert "deleted Pod build-x1" in tools.k8s_delete("Pod", "build-x1")
+    assert tools.k8s_delete("Pod", "other-x1").startswith("REFUSED: pods/other-x1")
+    assert tools.k8s_delete("Pod", "lonely").startswith("REFUSED: pods/lonely")
+    # the manifest's own ownerReferences do not count: only the live pod's
+    forged = pod("new-pod", owner=("batch/v1", "Job", "build"))
+    assert tools.k8s_create(forged).startswith("REFUSED: pods/new-pod")
+    assert [c[1][2] for c in kube.writes()] == ["build-x1"]
+
+
+def test_raw_write_paths_must_be_plain() -> None:
+    kube = FakeKube([deployment()])
+    tools = act_tools(kube, "deployments/web")
+    for path in (
+        "/apis/apps/v1/namespaces/shop/deployments/web/../../configmaps/x",
+        "/apis/apps/v1/namespaces/shop/deployments/web%2F..%2Fx",
+        "/healthz/x",
+    ):
+        assert tools.k8s_raw_write(path, "DELETE").startswith("ERROR:"), path
+    assert kube.writes() == []
+    # reads need no entry
+    assert "Success" in tools.k8s_raw_write("/api/v1/namespaces/shop/configmaps", "GET")
+
+
+def test_http_writes_need_an_entry_for_their_url(target: str) -> None:
+    tools = local(mutation_set=(f"{target}/api",))
+    assert "HTTP 201 POST" in tools.http_request(f"{target}/api/resume", "POST", body="go")
+    refused = tools.http_request(f"{target}/admin", "DELETE")
+    assert refused.startswith(f"REFUSED: DELETE {target}/admin is not in the action's mutation")
+    assert tools.http_request(f"{target}/apiary", "POST").startswith("REFUSED:")
+    assert "HTTP 200 GET" in tools.http_request(f"{target}/progress")  # reads need none
+    assert tools.refusals == [
+        f"http_request DELETE {target}/admin",
+        f"http_request POST {target}/apiary",
+    ]
