@@ -88,3 +88,49 @@ def test_invalid_or_mismatched_input_is_rejected() -> None:
         cli.parse_input({"spec": {}}, StepKind.observe)
     with pytest.raises(ValueError, match=r"needs spec\.input\.action"):
         cli.parse_input({"spec": {"input": {**good, "kind": "act"}}}, StepKind.act)
+
+
+def test_every_status_write_names_the_pod_when_the_environment_does() -> None:
+    from goalkeeper.step.settings import load_identity
+
+    env = {
+        "GOALKEEPER_STEP_NAME": "m-1",
+        "GOALKEEPER_STEP_NAMESPACE": "shop",
+        "GOALKEEPER_POD_NAME": "m-1-abcde",
+        "GOALKEEPER_POD_UID": "0f0e-11",
+    }
+    pod = cli.step_pod(load_identity(env))
+    assert pod is not None
+    running = cli.running_status(T0, pod)
+    assert running["phase"] == "Running" and running["pod"] == {
+        "name": "m-1-abcde",
+        "uid": "0f0e-11",
+    }
+    done = cli.final_status(StepOutcome(observation_dict("wait"), StepUsage()), T0, T1, pod)
+    assert done["pod"] == {"name": "m-1-abcde", "uid": "0f0e-11"}
+    MonitorStepStatus.model_validate(done)
+    # without the pod's identity the step still runs, and writes no pod at all
+    anonymous = cli.step_pod(load_identity({**env, "GOALKEEPER_POD_UID": ""}))
+    assert anonymous is None
+    assert "pod" not in cli.running_status(T0, None)
+    assert "pod" not in cli.final_status(
+        StepOutcome(None, StepUsage(), "x", StepErrorKind.internal), T0, T1
+    )
+
+
+def test_the_api_key_never_reaches_the_status_or_termination_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = "sk-live-never-written"
+    monkeypatch.setenv("GOALKEEPER_MODEL_API_KEY", key)
+    outcome = StepOutcome(
+        None, StepUsage(), f"HTTP 401: key {key} rejected", StepErrorKind.provider
+    )
+    doc = cli.final_status(outcome, T0, T1)
+    assert key not in str(doc) and "<redacted by goalkeeper>" in doc["error"]
+    path = tmp_path / "term"
+    monkeypatch.setenv("GOALKEEPER_TERMINATION_MESSAGE_PATH", str(path))
+    cli.write_termination_message(cli.summary(StepKind.observe, outcome))
+    assert key not in path.read_text()
+    cli._say(f"failed with {key}")
+    assert key not in capsys.readouterr().err

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from tests.support.step_fakes import step_input
 
 from goalkeeper.core.models import ActionResult, StepErrorKind
@@ -92,3 +93,41 @@ def test_a_missing_program_is_a_configuration_error(tmp_path: Path) -> None:
     outcome = run_repair(step_input("repair"), [str(tmp_path / "no-such-program")])
     assert outcome.error_kind is StepErrorKind.configuration
     assert "GOALKEEPER_REPAIR_COMMAND" in (outcome.error or "")
+
+
+DUMP_ENV = """
+import json, os, sys
+json.dump(dict(os.environ), open(sys.argv[1], "w"))
+json.dump({"outcome": "succeeded", "evidence": "dumped the environment", "changed": []},
+          open(os.environ["GOALKEEPER_REPAIR_OUTCOME"], "w"))
+"""
+
+
+def test_the_workflow_never_sees_the_model_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOALKEEPER_MODEL_API_KEY", "sk-live-do-not-leak")
+    monkeypatch.setenv("GOALKEEPER_MODEL_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("COPY_OF_THE_KEY", "sk-live-do-not-leak")
+    monkeypatch.setenv("WORKFLOW_TOKEN", "the-workflow-own-token")
+    script, dump = tmp_path / "dump.py", tmp_path / "env.json"
+    script.write_text(DUMP_ENV)
+    argv = [sys.executable, str(script), str(dump)]
+    outcome = run_repair(step_input("repair"), argv, timeout_seconds=30)
+    assert outcome.ok, outcome.error
+    seen = json.loads(dump.read_text())
+    assert not [k for k in seen if k.startswith("GOALKEEPER_MODEL_")]
+    assert "sk-live-do-not-leak" not in json.dumps(seen)
+    assert seen["WORKFLOW_TOKEN"] == "the-workflow-own-token"
+    assert seen["GOALKEEPER_REPAIR_OUTCOME"].endswith("outcome.json")
+
+
+def test_commands_never_see_the_model_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    from goalkeeper.step.processes import run_argv
+
+    monkeypatch.setenv("GOALKEEPER_MODEL_API_KEY", "sk-live-do-not-leak")
+    code, output = run_argv(
+        [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"], 30
+    )
+    assert code == 0
+    assert "GOALKEEPER_MODEL_API_KEY" not in output and "sk-live-do-not-leak" not in output

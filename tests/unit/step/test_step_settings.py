@@ -128,3 +128,20 @@ def test_identity_is_required() -> None:
     ]
     ident = load_identity({"GOALKEEPER_STEP_NAME": "s1", "GOALKEEPER_STEP_NAMESPACE": "ns"})
     assert (ident.name, ident.namespace) == ("s1", "ns")
+
+
+def test_http_allowed_hosts_default_to_none_and_parse() -> None:
+    assert load_settings(BASE).http_allowed_hosts == ()
+    hosts = load_settings({**BASE, "GOALKEEPER_HTTP_ALLOWED_HOSTS": "a.svc:8080, [fd00::1] ,b"})
+    assert hosts.http_allowed_hosts == ("a.svc:8080", "[fd00::1]", "b")
+    [line] = problems({**BASE, "GOALKEEPER_HTTP_ALLOWED_HOSTS": "http://a.svc"})
+    assert line.startswith("GOALKEEPER_HTTP_ALLOWED_HOSTS is invalid")
+    assert "'http://a.svc'" in line
+
+
+def test_pod_identity_is_optional() -> None:
+    step = {"GOALKEEPER_STEP_NAME": "m-1", "GOALKEEPER_STEP_NAMESPACE": "shop"}
+    bare = load_identity(step)
+    assert (bare.pod_name, bare.pod_uid) == (None, None)
+    named = load_identity({**step, "GOALKEEPER_POD_NAME": "m-1-x", "GOALKEEPER_POD_UID": "u-1"})
+    assert (named.pod_name, named.pod_uid) == ("m-1-x", "u-1")
