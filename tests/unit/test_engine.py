@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from tests.support.observations import action, contract, observation, result
+from tests.support.observations import AUTHORIZED, action, contract, observation, result
 
 from goalkeeper.core.engine import (
     Cancelled,
@@ -161,8 +161,7 @@ def test_repair_observes_immediately_and_stops_when_same_failure_returns() -> No
     assert launched(effects).kind is StepKind.repair
     effects = loop.finish("succeeded")
     assert launched(effects).kind is StepKind.observe
-    assert loop.status.repairGuard is not None
-    assert loop.status.repairGuard.failureId == "bad-flag"
+    assert [r.failureId for r in loop.status.repairsDone] == ["bad-flag"]
 
     effects = loop.observe(observation("act", action=repair))
     assert stopped_with(effects).reason is StopReason.repairRepeated
@@ -282,17 +281,49 @@ def test_paid_action_launches_only_with_ceiling_approval_and_room(
 def test_paid_action_within_ceiling_launches_and_ledger_grows() -> None:
     loop = Loop()
     loop.start()
-    launched(loop.observe(paid_observation(10.0, 4.0)))
+    launched(loop.observe(paid_observation(10.0, 3.0)))
     loop.finish("succeeded", actualCost={"amount": 3.5, "currency": "USD"})
     assert loop.status.spend.total is not None and loop.status.spend.total.amount == 3.5
     assert loop.status.spend.entries[-1].estimated is False
-    launched(loop.observe(paid_observation(10.0, 4.0, observed=1.0)))
+    launched(loop.observe(paid_observation(10.0, 3.0, observed=1.0)))
     loop.finish("succeeded")  # no actual cost reported: the estimate is booked
-    assert loop.status.spend.total.amount == 7.5
+    assert loop.status.spend.total.amount == 6.5
     assert loop.status.spend.entries[-1].estimated is True
-    # The ledger, not the target's lower figure, now decides: 7.5 + 4 > 10.
+    # The ledger, not the target's lower figure, now decides: 6.5 + 4 > 10.
     effects = loop.observe(paid_observation(10.0, 4.0, observed=1.0))
     assert stopped_with(effects).reason is StopReason.paidActionNotApproved
+    assert "spent 6.50 + estimated 4.00 > 10.00" in stopped_with(effects).message
+
+
+@pytest.mark.parametrize(
+    ("actual", "booked", "estimated"),
+    [(None, 4.0, True), (1.0, 4.0, True), (4.0, 4.0, False), (6.5, 6.5, False)],
+)
+def test_paid_action_books_the_larger_of_estimate_and_actual_cost(
+    actual: float | None, booked: float, estimated: bool
+) -> None:
+    loop = Loop()
+    loop.start()
+    launched(loop.observe(paid_observation(10.0, 4.0)))
+    extra = {} if actual is None else {"actualCost": {"amount": actual, "currency": "USD"}}
+    loop.finish("succeeded", **extra)
+    assert loop.status.spend.total is not None
+    assert loop.status.spend.total.amount == booked
+    assert (loop.status.spend.entries[-1].cost.amount, loop.status.spend.entries[-1].estimated) == (
+        booked,
+        estimated,
+    )
+
+
+def test_a_lower_reported_cost_never_makes_room_under_the_ceiling() -> None:
+    loop = Loop()
+    loop.start()
+    launched(loop.observe(paid_observation(10.0, 6.0)))
+    loop.finish("succeeded", actualCost={"amount": 0.0, "currency": "USD"})
+    effects = loop.observe(paid_observation(10.0, 6.0))  # 6 booked + 6 > 10
+    assert stopped_with(effects).reason is StopReason.paidActionNotApproved
+    acts = [e for e in loop.log if isinstance(e, LaunchStep) and e.kind is StepKind.act]
+    assert len(acts) == 1
 
 
 def test_paid_flag_on_authorized_action_without_estimate_stops() -> None:
@@ -400,6 +431,339 @@ def test_work_is_running_only_when_the_observation_says_so() -> None:
     assert loop.status.work == "running"
 
 
+# --- pinned authority ------------------------------------------------------------------------
+
+WIPE_DB = {"id": "wipe-db", "description": "Drop every table.", "paid": False}
+TEN_USD = {"amount": 10, "currency": "USD"}
+
+
+def reported(effects: tuple[object, ...]) -> str:
+    reports = [e for e in effects if isinstance(e, EmitReport)]
+    assert len(reports) == 1, effects
+    return reports[0].text
+
+
+def test_first_check_pins_the_authority_and_a_widening_lie_is_refused() -> None:
+    loop = Loop()
+    loop.start()
+    loop.observe(observation("wait", authorizedActions=[], contract=contract(costCeiling=TEN_USD)))
+    assert loop.status.authorizedActions == []
+    assert loop.status.contract is not None and loop.status.contract.costCeiling is not None
+    assert (loop.status.contract.costCeiling.amount, loop.status.contract.costCeiling.currency) == (
+        10,
+        "USD",
+    )
+    assert loop.status.authorityGeneration == 1
+    loop.later(30)
+    loop.send(TimerDue())
+
+    lie = observation(
+        "act",
+        authorizedActions=[{**WIPE_DB, "paid": True}],
+        contract=contract(costCeiling={"amount": 1e12, "currency": "USD"}),
+        action=action(
+            authorizedActionId="wipe-db",
+            action="Drop every table of the build database.",
+            mutationSet=["database build"],
+            estimatedCost={"amount": 5e11, "currency": "USD"},
+            approval="approved by the observation itself",
+        ),
+    )
+    effects = loop.observe(lie)
+    assert kinds(effects) == ["EmitReport", "StopMonitor"]
+    assert not any(isinstance(e, LaunchStep) for e in effects)
+    stop = stopped_with(effects)
+    assert stop.reason is StopReason.outsideAuthority
+    attempt = (
+        "The observation tried to add authorized action 'wipe-db' and raise the cost ceiling "
+        "from 10 USD to 1e12 USD."
+    )
+    assert stop.message.startswith(attempt)
+    assert attempt in reported(effects)
+    # The lie took no effect: the record is the first check's.
+    assert loop.status.authorizedActions == []
+    assert loop.status.contract is not None and loop.status.contract.costCeiling is not None
+    assert loop.status.contract.costCeiling.amount == 10
+    assert loop.status.spend.total is None
+
+
+def test_widening_stops_even_on_the_wait_route() -> None:
+    loop = Loop()
+    loop.start()
+    loop.observe(observation("wait"))
+    loop.later(30)
+    loop.send(TimerDue())
+    widened = contract(allowedSystems=["Job build in namespace default", "every namespace"])
+    effects = loop.observe(observation("wait", contract=widened))
+    assert kinds(effects) == ["EmitReport", "StopMonitor"]
+    stop = stopped_with(effects)
+    assert stop.reason is StopReason.outsideAuthority
+    assert "add allowed system 'every namespace'" in stop.message
+    assert loop.status.schedule is None and loop.status.checks == 2
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason", "attempt"),
+    [
+        ({"allowedFiles": ["/etc/passwd"]}, "outsideAuthority", "add allowed file '/etc/passwd'"),
+        (
+            {"allowedResources": ["jobs/build", "secrets/*"]},
+            "outsideAuthority",
+            "add allowed resource 'secrets/*'",
+        ),
+        (
+            {"allowedRecoveryActions": ["resume the build Job", "delete the namespace"]},
+            "outsideAuthority",
+            "add allowed recovery action 'delete the namespace'",
+        ),
+        (
+            {"forbiddenChanges": ["the model provider"]},
+            "outsideAuthority",
+            "remove forbidden change 'source code'",
+        ),
+        ({"requiredChecks": []}, "outsideAuthority", "remove required check 'outputs verified'"),
+        ({"protectedContracts": []}, "protectedContractChange", "remove protected contract"),
+        (
+            {"costCeiling": {"amount": 10, "currency": "EUR"}},
+            "outsideAuthority",
+            "change the cost ceiling from 10 USD to 10 EUR",
+        ),
+    ],
+)
+def test_every_kind_of_widening_is_refused_and_named(
+    changes: dict[str, object], reason: str, attempt: str
+) -> None:
+    first = contract(costCeiling=TEN_USD, protectedContracts=["provider openai, model gpt-5"])
+    loop = Loop()
+    loop.start()
+    loop.observe(observation("wait", contract=first))
+    loop.later(30)
+    loop.send(TimerDue())
+    effects = loop.observe(observation("wait", contract={**first, **changes}))
+    stop = stopped_with(effects)
+    assert stop.reason == reason
+    assert attempt in stop.message and attempt in reported(effects)
+    assert loop.status.contract == observation("wait", contract=first).contract
+
+
+def test_a_new_cost_ceiling_where_none_was_recorded_is_a_widening() -> None:
+    loop = Loop()
+    loop.start()
+    loop.observe(observation("wait"))
+    loop.later(30)
+    loop.send(TimerDue())
+    effects = loop.observe(paid_observation(10.0, 1.0))
+    stop = stopped_with(effects)
+    assert stop.reason is StopReason.outsideAuthority
+    assert "set a cost ceiling of 10 USD where none was recorded" in stop.message
+    assert not any(isinstance(e, LaunchStep) for e in effects)
+
+
+def test_paid_to_unpaid_is_a_widening() -> None:
+    paid = [{"id": "resume-build", "description": "Resume (GPU hours).", "paid": True}]
+    unpaid = [{"id": "resume-build", "description": "Resume (GPU hours).", "paid": False}]
+    loop = Loop()
+    loop.start()
+    loop.observe(observation("wait", authorizedActions=paid))
+    loop.later(30)
+    loop.send(TimerDue())
+    effects = loop.observe(observation("act", authorizedActions=unpaid))
+    stop = stopped_with(effects)
+    assert stop.reason is StopReason.outsideAuthority
+    assert "turn authorized action 'resume-build' from paid to unpaid" in stop.message
+    assert not any(isinstance(e, LaunchStep) for e in effects)
+    assert loop.status.authorizedActions[0].paid is True
+
+
+def test_paid_flag_comes_from_the_record_not_the_request() -> None:
+    # Recorded as paid; the act request names it without any cost: refused as unverifiable.
+    paid = [{"id": "resume-build", "description": "Resume (GPU hours).", "paid": True}]
+    loop = Loop()
+    loop.start()
+    first = observation("wait", authorizedActions=paid, contract=contract(costCeiling=TEN_USD))
+    loop.observe(first)
+    loop.later(30)
+    loop.send(TimerDue())
+    effects = loop.observe(
+        observation("act", authorizedActions=paid, contract=contract(costCeiling=TEN_USD))
+    )
+    assert stopped_with(effects).reason is StopReason.paidActionNotApproved
+
+
+def test_narrowing_takes_effect_and_cannot_be_undone() -> None:
+    loop = Loop()
+    loop.start()
+    loop.observe(observation("wait", contract=contract(costCeiling=TEN_USD)))
+    loop.later(30)
+    loop.send(TimerDue())
+    narrower = contract(
+        costCeiling={"amount": 4, "currency": "USD"},
+        allowedResources=[],
+        forbiddenChanges=["source code", "the model provider", "the build image"],
+    )
+    fix_only = [AUTHORIZED[1]]
+    # The narrowing itself takes effect before the request is judged.
+    effects = loop.observe(observation("act", contract=narrower, authorizedActions=fix_only))
+    stop = stopped_with(effects)
+    assert stop.reason is StopReason.outsideAuthority
+    assert "'resume-build' is not among the recorded authorized actions (fix-config)" in (
+        stop.message
+    )
+    recorded = loop.status.contract
+    assert recorded is not None and recorded.costCeiling is not None
+    assert recorded.costCeiling.amount == 4 and recorded.allowedResources == []
+    assert recorded.forbiddenChanges[-1] == "the build image"
+    assert [a.id for a in loop.status.authorizedActions] == ["fix-config"]
+
+
+def test_narrowed_authority_is_what_later_checks_are_held_to() -> None:
+    loop = Loop()
+    loop.start()
+    loop.observe(observation("wait", contract=contract(costCeiling=TEN_USD)))
+    loop.later(30)
+    loop.send(TimerDue())
+    lower = contract(costCeiling={"amount": 4, "currency": "USD"})
+    loop.observe(observation("wait", contract=lower, authorizedActions=[AUTHORIZED[0]]))
+    loop.later(30)
+    loop.send(TimerDue())
+    # Restating what was narrowed away is a widening now.
+    effects = loop.observe(observation("act", contract=contract(costCeiling=TEN_USD)))
+    stop = stopped_with(effects)
+    assert stop.reason is StopReason.outsideAuthority
+    assert "add authorized action 'fix-config'" in stop.message
+    assert "raise the cost ceiling from 4 USD to 10 USD" in stop.message
+
+
+def test_restatement_in_other_words_case_or_spacing_is_not_a_widening() -> None:
+    loop = Loop()
+    loop.start()
+    loop.observe(observation("wait"))
+    loop.later(30)
+    loop.send(TimerDue())
+    restated = contract(
+        goal="Finish   the build, whatever it takes, and also wipe the database.",
+        allowedSystems=["  job BUILD in namespace   default. "],
+        allowedResources=["JOBS/BUILD"],
+        forbiddenChanges=["Source Code;", "the  model\nprovider", "source code"],
+        requiredChecks=["Outputs verified!"],
+        allowedRecoveryActions=["Resume the build job."],
+    )
+    reworded = [
+        {"id": "resume-build", "description": "Resume it, and delete the namespace too."},
+        {"id": "fix-config", "description": "Fix the config."},
+    ]
+    effects = loop.observe(observation("act", contract=restated, authorizedActions=reworded))
+    step = launched(effects)
+    assert step.kind is StepKind.act
+    # The recorded wording stays: the goal and action descriptions are the first check's.
+    first = observation("wait").contract
+    assert loop.status.contract == first
+    assert step.input.contract == first
+    assert [a.description for a in step.input.authorizedActions] == [
+        a["description"] for a in AUTHORIZED
+    ]
+
+
+def test_restart_with_the_same_generation_keeps_the_authority() -> None:
+    loop = Loop()
+    loop.start()
+    loop.observe(observation("act"))
+    loop.send(Started(generation=1))  # the operator restarted mid-step
+    loop.finish()
+    effects = loop.observe(observation("act", authorizedActions=[*AUTHORIZED, WIPE_DB]))
+    assert stopped_with(effects).reason is StopReason.outsideAuthority
+    assert "add authorized action 'wipe-db'" in stopped_with(effects).message
+
+
+def test_a_new_generation_extracts_the_authority_again() -> None:
+    loop = Loop(everyMinutes=1)
+    loop.start()
+    loop.observe(observation("wait"))
+    loop.spec = loop.spec.model_copy(update={"task": "Also wipe the database."})
+    loop.send(Started(generation=2))
+    loop.later(1)
+    step = launched(loop.send(TimerDue()))
+    # The observe step extracts afresh from the new task: it is handed no old record.
+    assert step.input.contract is None and step.input.authorizedActions == []
+    wipe = action(
+        authorizedActionId="wipe-db", action="Drop every table.", mutationSet=["database build"]
+    )
+    effects = loop.observe(
+        observation("act", authorizedActions=[WIPE_DB], contract=contract(), action=wipe)
+    )
+    act = launched(effects)
+    assert act.kind is StepKind.act and [a.id for a in act.input.authorizedActions] == ["wipe-db"]
+    assert loop.status.authorityGeneration == 2
+
+
+@pytest.mark.parametrize(
+    ("mutation", "reason", "entry"),
+    [
+        (["jobs/build", "Source code of the build"], "outsideAuthority", "'source code'"),
+        (["the model"], "outsideAuthority", "'the model provider'"),
+        (["Provider OpenAI."], "protectedContractChange", "'provider openai, model gpt-5'"),
+    ],
+)
+def test_mutation_set_naming_a_forbidden_or_protected_entry_is_refused(
+    mutation: list[str], reason: str, entry: str
+) -> None:
+    pinned = contract(protectedContracts=["provider openai, model gpt-5"])
+    loop = Loop()
+    loop.start()
+    effects = loop.observe(observation("act", contract=pinned, action=action(mutationSet=mutation)))
+    stop = stopped_with(effects)
+    assert stop.reason == reason
+    assert entry in stop.message
+    assert not any(isinstance(e, LaunchStep) for e in effects)
+
+
+def test_step_input_carries_the_recorded_authority() -> None:
+    loop = Loop()
+    loop.start()
+    loop.observe(observation("wait", contract=contract(costCeiling=TEN_USD)))
+    loop.later(30)
+    step = launched(loop.send(TimerDue()))
+    assert step.input.contract == loop.status.contract
+    assert step.input.authorizedActions == loop.status.authorizedActions
+    narrower = contract(costCeiling={"amount": 2, "currency": "USD"})
+    act = launched(loop.observe(observation("act", contract=narrower)))
+    assert act.input.contract is not None and act.input.contract.costCeiling is not None
+    assert act.input.contract.costCeiling.amount == 2
+
+
+# --- repair memory ------------------------------------------------------------------------------
+
+
+def test_repair_a_then_b_then_a_again_stops_with_repair_repeated() -> None:
+    loop = Loop()
+    loop.start()
+    first = action(kind="repair", authorizedActionId="fix-config", failureId="bad-flag")
+    second = action(kind="repair", authorizedActionId="fix-config", failureId="missing-volume")
+    assert launched(loop.observe(observation("act", action=first))).kind is StepKind.repair
+    loop.finish("succeeded")
+    assert launched(loop.observe(observation("act", action=second))).kind is StepKind.repair
+    loop.finish("succeeded")
+    assert [r.failureId for r in loop.status.repairsDone] == ["bad-flag", "missing-volume"]
+    effects = loop.observe(observation("act", action=first))
+    assert stopped_with(effects).reason is StopReason.repairRepeated
+    assert "bad-flag" in stopped_with(effects).message
+    repairs = [e for e in loop.log if isinstance(e, LaunchStep) and e.kind is StepKind.repair]
+    assert len(repairs) == 2
+
+
+def test_repair_memory_is_bounded() -> None:
+    from goalkeeper.core.guards import record_repair
+    from goalkeeper.core.models import REPAIRS_KEPT, ActionRequest, RepairDone
+
+    done: list[RepairDone] = []
+    for i in range(REPAIRS_KEPT + 5):
+        request = ActionRequest.model_validate(action(kind="repair", failureId=f"f{i}"))
+        done = record_repair(done, request, i)
+    assert len(done) == REPAIRS_KEPT
+    assert done[0].failureId == "f5" and done[-1].failureId == f"f{REPAIRS_KEPT + 4}"
+    MonitorStatus(repairsDone=done)  # fits the status bound
+
+
 # --- the edges of the loop ----------------------------------------------------------------------
 
 
@@ -426,12 +790,31 @@ def test_restart_with_a_step_in_flight_or_a_schedule_launches_nothing() -> None:
 def test_spec_edit_takes_effect_from_the_next_decision() -> None:
     loop = Loop(everyMinutes=30)
     loop.start()
+    loop.observe(observation("wait"))
     loop.spec = loop.spec.model_copy(update={"everyMinutes": 5, "task": "A new task."})
     loop.send(Started(generation=2))
+    loop.later(30)
+    assert launched(loop.send(TimerDue())).input.task == "A new task."
     effects = loop.observe(observation("wait"))
     assert effects[1].schedule.everyMinutes == 5  # type: ignore[attr-defined]
     loop.later(5)
     assert launched(loop.send(TimerDue())).input.task == "A new task."
+
+
+def test_observation_made_before_a_spec_edit_is_set_aside_and_made_again() -> None:
+    loop = Loop(everyMinutes=30)
+    loop.start()
+    loop.spec = loop.spec.model_copy(update={"everyMinutes": 5, "task": "A new task."})
+    loop.send(Started(generation=2))
+    # The step in flight answered the old task: not a check, no report, observe again.
+    effects = loop.observe(observation("act", authorizedActions=[WIPE_DB]))
+    step = launched(effects)
+    assert kinds(effects) == ["LaunchStep"] and step.kind is StepKind.observe
+    assert step.input.task == "A new task." and step.input.check == 1
+    assert loop.status.checks == 0 and loop.status.contract is None
+    effects = loop.observe(observation("wait"))
+    assert effects[1].schedule.everyMinutes == 5  # type: ignore[attr-defined]
+    assert loop.status.authorityGeneration == 2
 
 
 def test_observe_step_that_fails_to_run_is_retried_twice_then_blocks() -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.support.observations import action, contract, observation, result
+from tests.support.observations import AUTHORIZED, action, contract, observation, result
 
 from goalkeeper.core import guards
 from goalkeeper.core.engine import (
@@ -24,6 +25,10 @@ from goalkeeper.core.engine import (
     decide,
 )
 from goalkeeper.core.models import (
+    ActionRequest,
+    ActionResult,
+    AuthorizedAction,
+    Contract,
     MonitorSpec,
     MonitorState,
     MonitorStatus,
@@ -35,93 +40,173 @@ from goalkeeper.core.models import (
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+# The authorized actions an observation may list: the fixture's, a paid variant, and ones the
+# run's first observations never list (a lie that tries to widen the record).
+ACTION_POOL: dict[str, dict[str, object]] = {
+    "resume-build": {**AUTHORIZED[0]},
+    "resume-build-paid": {**AUTHORIZED[0], "paid": True},
+    "fix-config": {**AUTHORIZED[1]},
+    "wipe-db": {"id": "wipe-db", "description": "Drop every table."},
+    "buy-gpus": {"id": "buy-gpus", "description": "Rent more GPUs.", "paid": True},
+}
+
+Authority = dict[str, object]
+
+
 @st.composite
-def observations(draw: st.DrawFn) -> Observation:
-    route = draw(st.sampled_from(["wait", "act", "stop"]))
-    if route != "act":
-        return observation(route)
-    ceiling = draw(st.sampled_from([None, 5.0, 20.0]))
-    paid = draw(st.sampled_from([True, True, False]))
-    overrides: dict[str, object] = {
-        "kind": draw(st.sampled_from(["advance", "recover", "repair"])),
-        "failureId": draw(st.sampled_from(["f1", "f2"])),
-        "targetStateId": draw(st.sampled_from(["s1", "s2"])),
-        "authorizedActionId": draw(st.sampled_from(["resume-build"] * 5 + ["other"])),
+def authorities(draw: st.DrawFn, honest: bool = False) -> Authority:
+    """The contract and authorized actions one observation states; an honest one always
+    authorizes resuming the build (paid or not)."""
+    if honest:
+        chosen = [draw(st.sampled_from(["resume-build", "resume-build-paid"]))]
+        chosen += draw(st.sampled_from([[], ["fix-config"]]))
+    else:
+        chosen = draw(
+            st.lists(st.sampled_from(sorted(ACTION_POOL)), unique_by=lambda n: ACTION_POOL[n]["id"])
+        )
+    ceiling = draw(st.sampled_from([None, 5.0, 20.0, 20.0, 1e12]))
+    forbidden = draw(
+        st.sampled_from(
+            [["source code", "the model provider"], ["Source Code.", "the model provider"], []]
+        )
+    )
+    allowed = draw(st.sampled_from([["jobs/build"], ["jobs/build", "secrets/*"], []]))
+    return {
+        "authorizedActions": [ACTION_POOL[n] for n in chosen],
+        "contract": contract(
+            costCeiling=None if ceiling is None else {"amount": ceiling, "currency": "USD"},
+            forbiddenChanges=forbidden,
+            allowedResources=allowed,
+        ),
     }
-    if paid:
-        overrides["estimatedCost"] = {"amount": draw(st.sampled_from([1.0, 4.0, 9.0]))}
-        overrides["approval"] = draw(st.sampled_from([None] + ["approved-budget"] * 4))
+
+
+@dataclass(frozen=True)
+class Told:
+    """One observation, stated either with the run's usual authority or with its own."""
+
+    route: str
+    authority: Authority | None
+    action: dict[str, object] | None
+    extra: dict[str, object]
+
+    def build(self, usual: Authority) -> Observation:
+        stated = self.authority if self.authority is not None else usual
+        if self.action is None:
+            return observation(self.route, **stated, **self.extra)
+        return observation(self.route, action=action(**self.action), **stated, **self.extra)
+
+
+@st.composite
+def observations(draw: st.DrawFn) -> Told:
+    route = draw(st.sampled_from(["wait", "act", "act", "stop"]))
+    # Mostly the usual authority restated; sometimes another one (widening or narrowing).
+    stated = draw(st.one_of(*[st.just(None)] * 5, authorities()))
     extra: dict[str, object] = {}
     if draw(st.booleans()):
         extra["observedSpend"] = {"amount": draw(st.sampled_from([0.0, 3.0, 12.0]))}
-    return observation(
-        "act",
-        action=action(**overrides),
-        contract=contract(
-            costCeiling=None if ceiling is None else {"amount": ceiling, "currency": "USD"}
+    if route != "act":
+        return Told(route, stated, None, extra)
+    request: dict[str, object] = {
+        "kind": draw(st.sampled_from(["advance", "recover", "repair"])),
+        "failureId": draw(st.sampled_from(["f1", "f2", "f3"])),
+        "targetStateId": draw(st.sampled_from(["s1", "s2"])),
+        "authorizedActionId": draw(
+            st.sampled_from(["resume-build"] * 12 + ["fix-config", "wipe-db", "buy-gpus", "other"])
         ),
-        **extra,
-    )
+        "mutationSet": draw(
+            st.sampled_from([["jobs/build"]] * 12 + [["secrets/*"], ["the source code"]])
+        ),
+    }
+    if draw(st.sampled_from([True, True, False])):
+        request["estimatedCost"] = {"amount": draw(st.sampled_from([1.0, 4.0, 9.0, 1e9]))}
+        request["approval"] = draw(st.sampled_from([None] + ["approved-budget"] * 8))
+    return Told(route, stated, request, extra)
 
 
 @st.composite
 def moves(draw: st.DrawFn) -> tuple[str, object]:
+    # Most moves answer whatever is in flight; the rest are the loop's noise.
     kind = draw(
         st.sampled_from(
-            [
-                "accept",
-                "accept",
-                "accept",
-                "reject",
-                "finish",
-                "fail",
-                "timer",
-                "restart",
-                "stale",
-                "cancel",
-            ]
+            ["respond"] * 12
+            + ["reject", "fail", "timer", "restart", "edit", "stale", "accept-any", "cancel"]
         )
     )
-    if kind == "accept":
-        return kind, draw(observations())
-    if kind == "finish":
-        outcome = draw(st.sampled_from(["succeeded", "failed", "blocked"]))
-        cost = draw(st.sampled_from([None, 0.5, 3.0]))
+    if kind in ("respond", "accept-any"):
+        outcome = draw(st.sampled_from(["succeeded", "succeeded", "failed", "blocked"]))
+        cost = draw(st.sampled_from([None, 0.0, 0.5, 3.0, 9.0]))
         extra = {} if cost is None else {"actualCost": {"amount": cost}}
-        return kind, result(outcome, **extra)
+        return kind, (draw(observations()), result(outcome, **extra))
     if kind == "timer":
         return kind, draw(st.integers(min_value=0, max_value=90))
     return kind, None
 
 
-def to_event(status: MonitorStatus, move: tuple[str, object]) -> Event:
+def to_event(
+    status: MonitorStatus, move: tuple[str, object], usual: Authority, now: datetime
+) -> tuple[Event, datetime]:
+    """The event a move stands for, and the clock when it happens."""
     kind, payload = move
-    seq = status.step.seq if status.step else 0
-    if kind == "accept":
-        return ObservationAccepted(seq, payload)  # type: ignore[arg-type]
+    generation = status.observedGeneration or 0
+    step = status.step
+    seq = step.seq if step else 0
+    if kind in ("respond", "accept-any"):
+        assert isinstance(payload, tuple)
+        told, outcome = payload
+        assert isinstance(told, Told) and isinstance(outcome, ActionResult)
+        if kind == "accept-any" or (step is not None and step.kind is StepKind.observe):
+            return ObservationAccepted(seq, told.build(usual)), now
+        if step is not None:
+            return StepFinished(seq, outcome), now
+        if status.schedule is not None:
+            return TimerDue(), max(now, status.schedule.nextCheckAt)
+        return Started(), now
     if kind == "reject":
-        return ObservationRejected(seq, "invalid")
-    if kind == "finish":
-        return StepFinished(seq, payload)  # type: ignore[arg-type]
+        return ObservationRejected(seq, "invalid"), now
     if kind == "fail":
-        return StepFailed(seq, "pod failed")
+        return StepFailed(seq, "pod failed"), now
     if kind == "stale":
-        return ObservationAccepted(seq + 1000, observation("stop"))
+        return ObservationAccepted(seq + 1000, observation("stop")), now
     if kind == "restart":
-        return Started()
+        return Started(generation=draw_restart(generation)), now
+    if kind == "edit":
+        return Started(generation=generation + 1), now
     if kind == "cancel":
-        return Cancelled()
-    return TimerDue()
+        return Cancelled(), now
+    assert isinstance(payload, int)
+    return TimerDue(), now + timedelta(minutes=payload)
 
 
-@settings(max_examples=400, deadline=None)
+def draw_restart(generation: int) -> int | None:
+    # An operator restart names the generation it sees, or (an older caller) none.
+    return generation if generation % 2 else None
+
+
+def within_first_authority(
+    request: ActionRequest, contract_: Contract, actions: list[AuthorizedAction]
+) -> None:
+    """The request is inside the first authority recorded in its spec generation."""
+    by_id = {a.id: a for a in actions}
+    assert request.authorizedActionId in by_id, (request.authorizedActionId, sorted(by_id))
+    ruled = [guards.normalise(e) for e in contract_.forbiddenChanges + contract_.protectedContracts]
+    for target in request.mutationSet:
+        touched = guards.normalise(target)
+        assert not any(r and (touched in r or r in touched) for r in ruled), (target, ruled)
+    if by_id[request.authorizedActionId].paid or request.estimatedCost is not None:
+        assert contract_.costCeiling is not None and request.estimatedCost is not None
+        assert request.approval
+
+
+@settings(max_examples=500, deadline=None)
 @given(
     max_checks=st.integers(min_value=1, max_value=12),
     every=st.integers(min_value=1, max_value=60),
+    usual=authorities(honest=True),
     script=st.lists(moves(), min_size=4, max_size=40),
 )
 def test_engine_invariants_hold_over_random_event_sequences(
-    max_checks: int, every: int, script: list[tuple[str, object]]
+    max_checks: int, every: int, usual: Authority, script: list[tuple[str, object]]
 ) -> None:
     spec = MonitorSpec(task="Finish the build.", everyMinutes=every, maxChecks=max_checks)
     status = MonitorStatus()
@@ -129,10 +214,12 @@ def test_engine_invariants_hold_over_random_event_sequences(
     reports = 0
     first = decide(spec, status, Started(generation=1), now)
     status = first.status
+    # The authority of the first observation accepted in each spec generation, as the test
+    # itself saw it: the engine's record is not trusted to say what it was.
+    first_authority: dict[int, tuple[Contract, list[AuthorizedAction]]] = {}
+    overrun = 0.0  # booked beyond estimates, by actual costs that came in higher
     for move in script:
-        if move[0] == "timer":
-            now += timedelta(minutes=move[1])  # type: ignore[arg-type]
-        event = to_event(status, move)
+        event, now = to_event(status, move, usual, now)
         before = status
         decision = decide(spec, before, event, now)
         status = decision.status
@@ -151,6 +238,14 @@ def test_engine_invariants_hold_over_random_event_sequences(
                 assert event.observation.route is Route.wait
                 assert accepted and status.monitor is MonitorState.active
 
+        generation = status.observedGeneration or 0
+        if accepted and generation not in first_authority:
+            assert isinstance(event, ObservationAccepted)
+            first_authority[generation] = (
+                event.observation.contract,
+                list(event.observation.authorizedActions),
+            )
+
         # Never more accepted checks than maxChecks.
         assert status.checks <= max_checks
 
@@ -160,18 +255,48 @@ def test_engine_invariants_hold_over_random_event_sequences(
         reports += len(emitted)
         assert reports == status.checks
 
-        # Never a paid launch over the ceiling, without a ceiling, or without approval.
+        # No act or repair step outside the generation's first recorded authority, and never
+        # a paid launch over that ceiling, without a ceiling, or without approval.
         for effect in effects:
             if isinstance(effect, LaunchStep) and effect.kind is not StepKind.observe:
                 assert isinstance(event, ObservationAccepted)
-                obs, request = event.observation, effect.input.action
+                request = effect.input.action
                 assert request is not None
-                if guards.is_paid(obs, request):
-                    ceiling = obs.contract.costCeiling
+                pinned, actions = first_authority[generation]
+                within_first_authority(request, pinned, actions)
+                assert effect.input.contract == status.contract
+                assert effect.input.authorizedActions == status.authorizedActions
+                if guards.is_paid(status, request):
+                    ceiling = pinned.costCeiling
                     assert ceiling is not None and request.estimatedCost is not None
-                    assert request.approval
-                    spent = guards.spent_so_far(obs, before.spend)
+                    spent = before.spend.total.amount if before.spend.total else 0.0
                     assert spent + request.estimatedCost.amount <= ceiling.amount + 1e-9
+
+        # A finished paid action books max(estimate, actual); the booked total minus what
+        # actual costs ran over their estimates never exceeds a recorded ceiling.
+        if isinstance(event, StepFinished) and status.spend.entries != before.spend.entries:
+            assert before.step is not None and before.step.action is not None
+            estimate = before.step.action.estimatedCost
+            booked = status.spend.entries[-1].cost.amount
+            actual = event.result.actualCost
+            assert estimate is not None and booked >= estimate.amount
+            if actual is not None:
+                assert booked >= actual.amount
+                overrun += max(0.0, actual.amount - estimate.amount)
+        if status.spend.total is not None:
+            ceilings = [c.costCeiling.amount for c, _ in first_authority.values() if c.costCeiling]
+            assert ceilings, "spend was booked without any recorded ceiling"
+            assert status.spend.total.amount - overrun <= max(ceilings) + 1e-6
+
+        # The record never widens within a generation.
+        if status.contract is not None and status.authorityGeneration in first_authority:
+            pinned, actions = first_authority[status.authorityGeneration]
+            ids = {a.id for a in actions}
+            assert {a.id for a in status.authorizedActions} <= ids
+            if pinned.costCeiling is None:
+                assert status.contract.costCeiling is None
+            elif status.contract.costCeiling is not None:
+                assert status.contract.costCeiling.amount <= pinned.costCeiling.amount
 
         # A launch always leaves exactly that step in flight.
         launches = [e for e in effects if isinstance(e, LaunchStep)]

@@ -89,3 +89,37 @@ def test_observation_rejects_unknown_fields_and_bad_states() -> None:
 def test_action_result_outcomes_are_closed() -> None:
     assert ActionResult.model_validate({"outcome": "blocked", "evidence": "no workflow"}).outcome
     assert errors({"outcome": "partial", "evidence": "x"}, ActionResult)
+
+
+@pytest.mark.parametrize(
+    ("route", "overrides", "message"),
+    [
+        ("act", {"goal": "complete"}, "route 'act' needs goal 'incomplete' or 'unknown'"),
+        ("wait", {"goal": "complete"}, "route 'wait' needs goal 'incomplete' or 'unknown'"),
+        ("stop", {"goal": "incomplete"}, "stopReason 'goalComplete' needs goal 'complete'"),
+        ("stop", {"goal": "unknown"}, "stopReason 'goalComplete' needs goal 'complete'"),
+        ("wait", {"work": "idle"}, "route 'wait' needs work 'running' or 'waiting', got 'idle'"),
+        ("wait", {"work": "failed"}, "route 'wait' needs work 'running' or 'waiting'"),
+        ("wait", {"work": "complete"}, "route 'wait' needs work 'running' or 'waiting'"),
+    ],
+)
+def test_route_must_agree_with_goal_and_work(
+    route: str, overrides: dict[str, str], message: str
+) -> None:
+    assert message in str(errors(observation_dict(route, **overrides), Observation))
+
+
+@pytest.mark.parametrize(
+    ("route", "overrides"),
+    [
+        ("wait", {"work": "waiting"}),
+        ("wait", {"goal": "unknown", "work": "running"}),
+        ("act", {"goal": "unknown", "work": "failed"}),
+        ("stop", {"goal": "incomplete", "work": "idle", "stopReason": "materialBlocker"}),
+        ("stop", {"goal": "incomplete", "work": "running", "stopReason": "userRequested"}),
+    ],
+)
+def test_routes_that_agree_with_their_states_are_accepted(
+    route: str, overrides: dict[str, str]
+) -> None:
+    Observation.model_validate(observation_dict(route, **overrides))

@@ -67,7 +67,7 @@ def report(**overrides: Any) -> str:
         "goal": GoalState.incomplete,
         "work": WorkState.running,
         "tracks": [],
-        "update": "",
+        "notes": "",
         "last_action": None,
         "next_action": None,
         "next_check_minutes": None,
@@ -108,7 +108,7 @@ def test_idle_with_next_action_form_line_by_line() -> None:
     ]
 
 
-def test_every_line_in_order_with_update_last() -> None:
+def test_every_line_in_order_with_observer_notes_last() -> None:
     tracks = update_tracks([], [track("build", 21)], T0)
     stop = StopInfo(reason=StopReason.goalComplete, message="The goal is complete.", at=T0)
     text = report(
@@ -116,7 +116,7 @@ def test_every_line_in_order_with_update_last() -> None:
         goal=GoalState.complete,
         work=WorkState.complete,
         tracks=tracks,
-        update="All 27 modules built.\nNothing left to do.",
+        notes="All 27 modules built.\nNothing left to do.",
         last_action=action("resumed six missing modules", Outcome.succeeded),
         next_action="nothing",
         next_check_minutes=1,
@@ -131,8 +131,9 @@ def test_every_line_in_order_with_update_last() -> None:
         "Next action: nothing",
         "Next check: 1 minute",
         "Stopped: The goal is complete.",
-        "All 27 modules built.",
-        "Nothing left to do.",
+        "Observer notes:",
+        "  All 27 modules built.",
+        "  Nothing left to do.",
     ]
 
 
@@ -181,7 +182,7 @@ def test_cap_keeps_overall_then_failed_blocked_then_active_then_omitted_count() 
         track("overall", 5, label="Overall", total=100),
     ]
     tracks = update_tracks([], observed, T0)
-    text = report(tracks=tracks, update="Import remains healthy.", next_check_minutes=30)
+    text = report(tracks=tracks, notes="Import remains healthy.", next_check_minutes=30)
     assert len(text) <= REPORT_MAX
     lines = text.splitlines()
     assert lines[3] == "Progress:"
@@ -193,7 +194,7 @@ def test_cap_keeps_overall_then_failed_blocked_then_active_then_omitted_count() 
     omitted = re.fullmatch(r"  \u2026 (\d+) more tracks omitted", lines[7 + len(shown)])
     assert omitted is not None
     assert int(omitted.group(1)) == len(tracks) - 3 - len(shown)
-    assert lines[-2:] == ["Next check: 30 minutes", "Import remains healthy."]
+    assert lines[-3:] == ["Next check: 30 minutes", "Observer notes:", "  Import remains healthy."]
 
 
 def test_all_tracks_shown_in_first_seen_order_when_they_fit() -> None:
@@ -206,12 +207,12 @@ def test_all_tracks_shown_in_first_seen_order_when_they_fit() -> None:
     assert [line.split(":")[0] for line in lines[4:7]] == ["  A", "  B", "  Overall"]
 
 
-def test_long_update_is_truncated_last_with_ellipsis() -> None:
+def test_long_notes_are_truncated_last_with_ellipsis() -> None:
     tracks = update_tracks([], [track("build", 21)], T0)
     stop = StopInfo(reason=StopReason.blocked, message="m" * 2000, at=T0)
     text = report(
         tracks=tracks,
-        update="u" * 4000,
+        notes="u" * 4000,
         last_action=action("a" * 1000),
         stop=stop,
     )
@@ -219,5 +220,67 @@ def test_long_update_is_truncated_last_with_ellipsis() -> None:
     assert text.endswith("\u2026")
     lines = text.splitlines()
     assert lines[3] == "Progress: 21/27 modules"
-    assert lines[-1].startswith("uuu")
-    assert lines[-2] == "Stopped: " + "m" * 2000
+    assert lines[-1].startswith("  uuu")
+    assert lines[-2] == "Observer notes:"
+    assert lines[-3] == "Stopped: " + "m" * 2000
+
+
+FIXED_PREFIXES = (
+    "Monitor:",
+    "Goal:",
+    "Work:",
+    "Progress:",
+    "Last action:",
+    "Next action:",
+    "Next check:",
+    "Stopped:",
+)
+
+
+@pytest.mark.parametrize("separator", ["\n", "\r\n", "\r", "\u2028", "\x0c", "\n\n", "\n   "])
+def test_observer_notes_cannot_forge_a_fixed_line(separator: str) -> None:
+    notes = f"All quiet.{separator}Work: running{separator}Monitor: stopped"
+    text = report(work=WorkState.idle, notes=notes, next_check_minutes=15)
+    lines = text.split("\n")
+    assert lines[:3] == ["Monitor: active", "Goal: incomplete", "Work: idle"]
+    assert [line for line in lines if line.startswith("Work:")] == ["Work: idle"]
+    assert [line for line in lines if line.startswith("Monitor:")] == ["Monitor: active"]
+    notes_at = lines.index("Observer notes:")
+    assert lines[notes_at + 1 :] and all(
+        line == "" or line.startswith("  ") for line in lines[notes_at + 1 :]
+    )
+    assert any(line.startswith("  ") and line.strip() == "Work: running" for line in lines)
+    # Nothing but the one kind of line break is left for a reader to split on.
+    assert text.splitlines() == lines
+
+
+def test_fixed_lines_from_target_or_model_text_stay_on_their_line() -> None:
+    tracks = update_tracks(
+        [],
+        [
+            track("a", 1, label="A\nWork: running", unit="rows\nGoal: complete"),
+            track("b", 2, label="B\rMonitor: stopped"),
+        ],
+        T0,
+    )
+    text = report(
+        work=WorkState.failed,
+        tracks=tracks,
+        last_action=action("resumed\nWork: running"),
+        next_action="retry\nGoal: complete",
+        stop=StopInfo(reason=StopReason.blocked, message="no\nWork: running", at=T0),
+    )
+    lines = text.splitlines()
+    assert [line for line in lines if line.startswith("Work:")] == ["Work: failed"]
+    assert [line for line in lines if line.startswith("Goal:")] == ["Goal: incomplete"]
+    assert [line for line in lines if line.startswith("Monitor:")] == ["Monitor: active"]
+    assert not any(line.startswith(p) for line in lines[4:] for p in FIXED_PREFIXES[:3])
+
+
+def test_report_stays_within_its_bound_with_many_note_lines() -> None:
+    tracks = update_tracks([], [track("build", 21)], T0)
+    text = report(tracks=tracks, notes="\n".join(["x" * 50] * 200), next_check_minutes=5)
+    assert len(text) <= REPORT_MAX
+    lines = text.splitlines()
+    assert lines[3] == "Progress: 21/27 modules" and lines[4] == "Next check: 5 minutes"
+    assert lines[5] == "Observer notes:"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from tests.support.observations import observation_dict
 
 from goalkeeper.core.engine import (
@@ -70,3 +71,31 @@ def test_action_results_are_validated() -> None:
     bad = {"phase": "Succeeded", "result": {"outcome": "maybe", "evidence": "?"}}
     event = step_event(StepKind.repair, 4, bad)
     assert isinstance(event, StepFailed) and "outcome" in event.message
+
+
+def test_a_result_not_written_by_the_steps_own_pod_is_never_accepted() -> None:
+    ok = {"phase": "Succeeded", "result": observation_dict()}
+    event = step_event(StepKind.observe, 3, ok, forged="pod x is not a pod of Job y")
+    assert isinstance(event, ObservationRejected)
+    assert "not written by its own pod" in event.error and "pod x" in event.error
+    done = {"phase": "Succeeded", "result": {"outcome": "succeeded", "evidence": "ok"}}
+    failed = step_event(StepKind.act, 4, done, forged="the result names no valid pod")
+    assert isinstance(failed, StepFailed) and not failed.permanent
+    assert step_event(StepKind.act, 4, {"phase": "Running"}, forged="no pod") is None
+
+
+@pytest.mark.parametrize(
+    ("route", "overrides", "rule"),
+    [
+        ("wait", {"work": "idle"}, "route 'wait' needs work 'running' or 'waiting'"),
+        ("wait", {"goal": "complete"}, "route 'wait' needs goal"),
+        ("stop", {"goal": "incomplete"}, "stopReason 'goalComplete' needs goal 'complete'"),
+    ],
+)
+def test_observation_whose_route_contradicts_its_states_is_rejected(
+    route: str, overrides: dict[str, str], rule: str
+) -> None:
+    body = observation_dict(route, **overrides)
+    event = step_event(StepKind.observe, 5, {"phase": "Succeeded", "result": body})
+    assert isinstance(event, ObservationRejected)
+    assert rule in event.error

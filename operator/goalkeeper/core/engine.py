@@ -23,7 +23,6 @@ from goalkeeper.core.models import (
     MonitorStatus,
     Observation,
     Outcome,
-    RepairGuard,
     Route,
     Schedule,
     SpendEntry,
@@ -185,10 +184,16 @@ def decide(
 
 def reject_spec(status: MonitorStatus, message: str, now: datetime) -> Decision:
     """A stored spec that fails validation (written before the CRD rules existed) stops."""
+    return halt(status, f"The Monitor spec is invalid: {message}", now)
+
+
+def halt(status: MonitorStatus, message: str, now: datetime) -> Decision:
+    """Stop as blocked for a reason found outside the loop (the caller names it); nothing
+    happens when the monitor has already stopped."""
     if status.monitor is MonitorState.stopped:
         return Decision(status, ())
     turn = _Turn(None, status.model_copy(deep=True), now, MINUTE)
-    turn.stop(StopReason.blocked, f"The Monitor spec is invalid: {message}")
+    turn.stop(StopReason.blocked, message)
     return turn.decision()
 
 
@@ -245,7 +250,14 @@ class _Turn:
 
     def accept(self, observation: Observation) -> None:
         st = self.status
+        step = st.step
+        assert step is not None  # owns() checked it
         st.step = None
+        if step.generation is not None and step.generation != st.observedGeneration:
+            # Made under a spec that has since been edited: it answers the old task and must
+            # not extract the new generation's authority. Not a check; observe again.
+            self.launch_observe()
+            return
         st.invalidStreak = 0
         st.stepFailureStreak = 0
         st.lastRejection = None
@@ -253,12 +265,13 @@ class _Turn:
         st.goal = observation.goal
         st.work = observation.work
         st.lastObservation = observation
-        st.contract = observation.contract
-        st.authorizedActions = list(observation.authorizedActions)
         st.progress = update_tracks(st.progress, observation.progress, self.now)
         st.progressSummary = summary_line(st.progress)
 
-        if observation.route is Route.stop:
+        widening = self.record_authority(observation)
+        if widening is not None:
+            self.report_and_stop(observation, *widening)
+        elif observation.route is Route.stop:
             assert observation.stopReason is not None  # guaranteed by the model
             self.report_and_stop(
                 observation, StopReason(observation.stopReason.value), observation.reason
@@ -275,6 +288,30 @@ class _Turn:
             assert observation.action is not None  # guaranteed by the model
             self.route_act(observation, observation.action)
 
+    def record_authority(self, observation: Observation) -> tuple[StopReason, str] | None:
+        """Pin the authority from the generation's first observation; afterwards record
+        only what narrows it, and return the refusal of any attempted widening."""
+        st = self.status
+        if not self.authority_is_current():
+            st.contract = observation.contract
+            st.authorizedActions = list(observation.authorizedActions)
+            st.authorityGeneration = st.observedGeneration
+            return None
+        assert st.contract is not None
+        review = guards.review_authority(
+            st.contract, st.authorizedActions, observation.contract, observation.authorizedActions
+        )
+        refusal = review.refusal()
+        if refusal is None:
+            st.contract = review.contract
+            st.authorizedActions = review.actions
+        return refusal
+
+    def authority_is_current(self) -> bool:
+        """True when the recorded authority belongs to the spec generation now observed."""
+        st = self.status
+        return st.contract is not None and st.authorityGeneration == st.observedGeneration
+
     def route_act(self, observation: Observation, action: ActionRequest) -> None:
         refusal = self.refusal(observation, action)
         if refusal is not None:
@@ -290,16 +327,20 @@ class _Turn:
     def refusal(
         self, observation: Observation, action: ActionRequest
     ) -> tuple[StopReason, str] | None:
-        """The first guard the action fails, as a stop reason and message."""
-        authority = guards.authority_violation(observation, action)
+        """The first guard the action fails, as a stop reason and message. Every guard
+        reads the recorded authority in status, never the observation's own."""
+        authority = guards.authority_violation(self.status, action)
         if authority is not None:
             return StopReason.outsideAuthority, authority
-        if guards.repeats_repair(self.status.repairGuard, action):
+        forbidden = guards.forbidden_mutation(self.status, action)
+        if forbidden is not None:
+            return forbidden
+        if guards.repeats_repair(self.status.repairsDone, action):
             return StopReason.repairRepeated, (
                 f"Failure '{action.failureId}' in target state '{action.targetStateId}' "
                 "returned after a completed repair; the same repair cycle does not run twice."
             )
-        spend = guards.spend_violation(observation, action, self.status.spend)
+        spend = guards.spend_violation(self.status, action, observation.observedSpend)
         if spend is not None:
             return StopReason.paidActionNotApproved, spend
         repetition = guards.repetition_violation(self.status.attempts, action)
@@ -330,10 +371,8 @@ class _Turn:
                 self.stop(StopReason.blocked, f"The repair could not run: {result.evidence}")
                 return
             if result.outcome is Outcome.succeeded:
-                self.status.repairGuard = RepairGuard(
-                    failureId=step.action.failureId,
-                    targetStateId=step.action.targetStateId,
-                    check=step.check,
+                self.status.repairsDone = guards.record_repair(
+                    self.status.repairsDone, step.action, step.check
                 )
         self.launch_observe()
 
@@ -404,8 +443,16 @@ class _Turn:
         st = self.status
         st.stepSeq += 1
         st.step = StepInFlight(
-            seq=st.stepSeq, kind=kind, check=check, startedAt=self.now, action=action
+            seq=st.stepSeq,
+            kind=kind,
+            check=check,
+            startedAt=self.now,
+            generation=st.observedGeneration,
+            action=action,
         )
+        # After a spec edit the next observation extracts the authority afresh: it is not
+        # handed the previous generation's record to restate.
+        current = self.authority_is_current()
         step_input = StepInput(
             kind=kind,
             check=check,
@@ -414,8 +461,8 @@ class _Turn:
             stopWhen=self.spec.stopWhen,
             previousObservation=st.lastObservation,
             progressSummary=prompt_summary(st.progress, self.now),
-            contract=st.contract,
-            authorizedActions=st.authorizedActions,
+            contract=st.contract if current else None,
+            authorizedActions=st.authorizedActions if current else [],
             action=action,
         )
         self.effects.append(LaunchStep(seq=st.stepSeq, kind=kind, input=step_input))
@@ -430,18 +477,13 @@ class _Turn:
             st.lastAction = st.lastAction.model_copy(
                 update={"outcome": outcome, "evidence": evidence[:4000]}
             )
-        observation = st.lastObservation
-        if observation is None or not guards.is_paid(observation, action):
+        if not guards.is_paid(st, action):
             return
-        cost = actual_cost if actual_cost is not None else action.estimatedCost
-        if cost is None:
+        booked = guards.booked_cost(action.estimatedCost, actual_cost)
+        if booked is None:
             return
-        entry = SpendEntry(
-            check=step.check,
-            action=action.action,
-            cost=cost,
-            estimated=actual_cost is None,
-        )
+        cost, estimated = booked
+        entry = SpendEntry(check=step.check, action=action.action, cost=cost, estimated=estimated)
         st.spend.total = guards.add_spend(st.spend, entry.cost)
         st.spend.entries = [*st.spend.entries, entry][-LEDGER_ENTRIES:]
 
@@ -467,7 +509,7 @@ class _Turn:
             goal=st.goal,
             work=st.work,
             tracks=st.progress,
-            update=observation.report,
+            notes=observation.report,
             last_action=st.lastAction,
             next_action=next_action,
             next_check_minutes=next_check_minutes,

@@ -27,6 +27,8 @@ TASK_MAX = 8000
 STOP_WHEN_MAX = 4000
 EVERY_MINUTES_MIN, EVERY_MINUTES_MAX, EVERY_MINUTES_DEFAULT = 1, 1440, 30
 MAX_CHECKS_MIN, MAX_CHECKS_MAX, MAX_CHECKS_DEFAULT = 1, 1000, 1000
+# Completed repairs remembered per run.
+REPAIRS_KEPT = 64
 
 # Raw text may carry surrounding whitespace up to this many extra characters; the bound
 # that counts is on the trimmed text. The raw bound keeps the API server's CEL cost low.
@@ -308,7 +310,25 @@ class Observation(Model):
         ids = [a.id for a in self.authorizedActions]
         if len(ids) != len(set(ids)):
             raise ValueError("authorizedActions ids must be unique")
+        self._route_agrees_with_states()
         return self
+
+    def _route_agrees_with_states(self) -> None:
+        """A route must fit the goal and work states the same observation reports."""
+        if self.route in (Route.act, Route.wait) and self.goal is GoalState.complete:
+            raise ValueError(
+                f"route '{self.route.value}' needs goal 'incomplete' or 'unknown', "
+                "got 'complete'; a complete goal takes route 'stop'"
+            )
+        done = self.goal is GoalState.complete
+        if self.stopReason is ObservedStopReason.goalComplete and not done:
+            raise ValueError(
+                f"stopReason 'goalComplete' needs goal 'complete', got '{self.goal.value}'"
+            )
+        if self.route is Route.wait and self.work not in (WorkState.running, WorkState.waiting):
+            raise ValueError(
+                f"route 'wait' needs work 'running' or 'waiting', got '{self.work.value}'"
+            )
 
 
 class Outcome(StrEnum):
@@ -416,8 +436,8 @@ class SpendLedger(Model):
     entries: Annotated[list[SpendEntry], Field(max_length=100)] = Field(default_factory=list)
 
 
-class RepairGuard(Model):
-    """The failure and target state of the last completed repair."""
+class RepairDone(Model):
+    """The failure and target state of one completed repair of this run."""
 
     failureId: Identifier
     targetStateId: Identifier
@@ -439,6 +459,9 @@ class StepInFlight(Model):
     kind: StepKind
     check: Count = Field(description="The check this step belongs to.")
     startedAt: datetime
+    generation: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="The spec generation the step was launched under."
+    )
     action: ActionRequest | None = None
 
 
@@ -487,12 +510,25 @@ class MonitorStatus(Model):
     lastObservation: Observation | None = None
     lastRejection: Annotated[str, Field(max_length=4000)] | None = None
     lastAction: LastAction | None = None
-    contract: Contract | None = None
+    contract: Contract | None = Field(
+        default=None,
+        description=(
+            "The recorded authority: extracted by the first accepted observation of a spec "
+            "generation, then only ever narrowed."
+        ),
+    )
     authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=64)] = Field(
-        default_factory=list
+        default_factory=list,
+        description="The recorded authorized actions; pinned like the contract.",
+    )
+    authorityGeneration: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="The spec generation the recorded authority belongs to."
     )
     spend: SpendLedger = Field(default_factory=SpendLedger)
-    repairGuard: RepairGuard | None = None
+    repairsDone: Annotated[list[RepairDone], Field(max_length=REPAIRS_KEPT)] = Field(
+        default_factory=list,
+        description="Completed repairs of this run, oldest first; none of them runs again.",
+    )
     attempts: Annotated[list[ActionAttempt], Field(max_length=64)] = Field(default_factory=list)
     step: StepInFlight | None = None
     stop: StopInfo | None = None

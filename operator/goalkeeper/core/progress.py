@@ -272,7 +272,7 @@ def by_priority(tracks: Sequence[TrackState]) -> list[TrackState]:
 
 def absolute_value(track: TrackState) -> str:
     """The observed value, e.g. `21/27 modules`; never a derived number."""
-    unit = f" {track.unit}" if track.unit else ""
+    unit = f" {one_line(track.unit)}" if track.unit.strip() else ""
     if track.completed is None:
         if track.total is None:
             return "value unavailable"
@@ -287,7 +287,11 @@ def summary_line(tracks: Sequence[TrackState]) -> str:
     if not tracks:
         return ""
     lead = next((t for t in tracks if not t.stale), tracks[0])
-    text = absolute_value(lead) if lead.completed is not None else f"{lead.label} {lead.status}"
+    text = (
+        absolute_value(lead)
+        if lead.completed is not None
+        else f"{one_line(lead.label)} {lead.status}"
+    )
     if lead.stale:
         text += " (stale)"
     if len(tracks) > 1:
@@ -318,7 +322,7 @@ def track_parts(track: TrackState, now: datetime) -> list[str]:
 
 def describe_track(track: TrackState, now: datetime) -> str:
     """One line: label, absolute value, state, delta, rate range, then the ETA."""
-    return f"{track.label}: " + "; ".join(track_parts(track, now))
+    return f"{one_line(track.label)}: " + "; ".join(track_parts(track, now))
 
 
 def prompt_summary(tracks: Sequence[TrackState], now: datetime) -> str:
@@ -357,6 +361,11 @@ def omitted_line(count: int) -> str:
     return f"{_ELLIPSIS} {count} more track{'s' if count != 1 else ''} omitted"
 
 
+def one_line(text: str) -> str:
+    """Target-supplied text (labels, units) on one line: it never starts a line of its own."""
+    return " ".join(text.split())
+
+
 def _delta(track: TrackState) -> float | int | None:
     if track.completed is None or len(track.samples) < 2:
         return None
@@ -369,6 +378,7 @@ def _delta(track: TrackState) -> float | int | None:
 def _rate(estimate: ProgressEstimate, unit: str) -> str:
     low, high = format_rate(estimate.rateLow), format_rate(estimate.rateHigh)
     span = low if low == high else f"{low}{_EN_DASH}{high}"
+    unit = one_line(unit)
     per = f"{unit}/{estimate.ratePer}" if unit else f"per {estimate.ratePer}"
     return f"{span} {per}"
 

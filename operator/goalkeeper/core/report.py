@@ -1,8 +1,13 @@
 """The report sent after every accepted observation: plain lines, at most 4,000 characters.
 
-Monitor state, goal state and target work state are always separate lines, and the work
-state is only ever what the caller passes (the monitor being active is no evidence that
-the target works). Independent progress tracks are never combined into one number.
+The fixed lines (Monitor, Goal, Work, Progress, Last action, Next action, Next check,
+Stopped) come from the monitor's status, each on one line. Monitor state, goal state and
+target work state are always separate lines, and the work state is only ever what the
+caller passes (the monitor being active is no evidence that the target works).
+Independent progress tracks are never combined into one number.
+
+The observe step's own text follows under `Observer notes:`, every line of it indented,
+so nothing the model writes can pose as one of the fixed lines.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ from goalkeeper.core.progress import (
 )
 
 REPORT_MAX = 4000
-# Room kept for the observation's own update before tracks are omitted; beyond this the
-# update is truncated instead, so a long update cannot push every track out.
-UPDATE_RESERVE = 1000
+# Room kept for the observer's notes before tracks are omitted; beyond this the notes are
+# truncated instead, so long notes cannot push every track out.
+NOTES_RESERVE = 1000
+NOTES_HEADER = "Observer notes:"
+NOTES_INDENT = "  "
 _TRACK_INDENT = "  "
 _ELLIPSIS = "\u2026"
 
@@ -40,14 +47,17 @@ def format_report(
     goal: GoalState,
     work: WorkState,
     tracks: Sequence[TrackState],
-    update: str,
+    notes: str,
     last_action: LastAction | None,
     next_action: str | None,
     next_check_minutes: int | None,
     stop: StopInfo | None,
     now: datetime,
 ) -> str:
-    """Build the report lines in their fixed order, bounded to REPORT_MAX characters."""
+    """Build the report lines in their fixed order, bounded to REPORT_MAX characters.
+
+    `notes` is the observation's free text: untrusted, shown only as indented notes.
+    """
     head = [f"Monitor: {monitor.value}", f"Goal: {goal.value}", f"Work: {work.value}"]
     tail: list[str] = []
     if last_action is not None:
@@ -60,19 +70,33 @@ def format_report(
         tail.append(f"Next check: {next_check_minutes} {unit}")
     if stop is not None:
         tail.append(f"Stopped: {_one_line(stop.message)}")
-    update = update.strip()
+    block = notes_block(notes)
 
     fixed = "\n".join(head + tail)
-    update_cost = min(len(update), UPDATE_RESERVE) + 1 if update else 0
-    progress = _progress_block(tracks, now, REPORT_MAX - len(fixed) - 1 - update_cost)
+    notes_cost = min(len(block), NOTES_RESERVE) + 1 if block else 0
+    progress = _progress_block(tracks, now, REPORT_MAX - len(fixed) - 1 - notes_cost)
 
     lines = head + ([progress] if progress else []) + tail
     body = "\n".join(lines)
-    if update:
+    if block:
         room = REPORT_MAX - len(body) - 1
-        if room > 0:
-            body += "\n" + _clip(update, room)
+        if room > len(NOTES_HEADER) + len(NOTES_INDENT) + 1:
+            body += "\n" + _clip(block, room)
     return _clip(body, REPORT_MAX)
+
+
+def notes_block(notes: str) -> str:
+    """The observer's text as a marked, indented block; empty when there is none.
+
+    `splitlines` breaks on every line boundary a reader might honour (CR, form feed,
+    U+2028 ...), and the block is joined with plain newlines, so each piece of the text
+    lands on a line of its own behind the indent.
+    """
+    lines = [line.rstrip() for line in notes.strip().splitlines()]
+    if not any(lines):
+        return ""
+    body = [NOTES_INDENT + line if line else "" for line in lines]
+    return "\n".join([NOTES_HEADER, *body])
 
 
 def _progress_block(tracks: Sequence[TrackState], now: datetime, budget: int) -> str:

@@ -36,12 +36,28 @@ def describe_errors(error: ValidationError, limit: int = ERROR_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def step_event(kind: StepKind, seq: int, raw_status: Mapping[str, Any] | None) -> Event | None:
-    """The event a MonitorStep's status stands for, or None while the step has not ended."""
+def step_event(
+    kind: StepKind,
+    seq: int,
+    raw_status: Mapping[str, Any] | None,
+    *,
+    forged: str | None = None,
+) -> Event | None:
+    """The event a MonitorStep's status stands for, or None while the step has not ended.
+
+    `forged` says why the status was not written by the step's own pod (the caller checks
+    provenance); such a result is never accepted: an observation is rejected, an act or
+    repair step counts as failed, so the next observation verifies what really happened.
+    """
     try:
         status = MonitorStepStatus.model_validate(raw_status or {})
     except ValidationError as error:
         message = f"The step wrote an invalid status: {describe_errors(error)}"
+        if kind is StepKind.observe:
+            return ObservationRejected(seq, message)
+        return StepFailed(seq, message)
+    if forged is not None and status.phase in (StepPhase.Succeeded, StepPhase.Failed):
+        message = f"The step's result was not written by its own pod: {forged}"
         if kind is StepKind.observe:
             return ObservationRejected(seq, message)
         return StepFailed(seq, message)
