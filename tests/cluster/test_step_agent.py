@@ -1,17 +1,21 @@
 """`goalkeeper-step` as a subprocess against the real local control plane.
 
-Each step runs under a ServiceAccount token (TokenRequest API) written into its own
-kubeconfig, the way the pod runner does for real step pods, and talks to the scripted
-model server on loopback.
+Each step runs under a ServiceAccount token (TokenRequest API) bound to an idle pod named
+like a pod of the step's Job, written into its own kubeconfig, the way the pod runner does
+for real step pods, and talks to the scripted model server on loopback. The pod identity
+a step pod gets from the downward API (fieldRefs metadata.name and metadata.uid, as
+`GOALKEEPER_POD_NAME` and `GOALKEEPER_POD_UID`) is that idle pod's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +54,12 @@ ACTOR_RULES = [
     {"apiGroups": [GROUP], "resources": ["monitorsteps"], "verbs": ["get"]},
     {"apiGroups": [GROUP], "resources": ["monitorsteps/status"], "verbs": ["patch"]},
 ]
+# RBAC lets this actor patch ConfigMaps too: only the act step's mutation set keeps it off.
+WIDE_ACTOR_RULES = [
+    *ACTOR_RULES,
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "patch"]},
+]
+OWN_RUNNER_LABEL = "goalkeeper.dev/test-runner"  # no pod runner starts these pods
 
 
 def step_binary() -> str:
@@ -61,6 +71,15 @@ def step_binary() -> str:
     return which
 
 
+@dataclass(frozen=True)
+class StepAccount:
+    """A kubeconfig whose token is bound to the step's pod, and that pod."""
+
+    kubeconfig: Path
+    pod_name: str
+    pod_uid: str
+
+
 def account_kubeconfig(
     control_plane: Any,
     api_client: Any,
@@ -68,8 +87,11 @@ def account_kubeconfig(
     name: str,
     rules: list[dict[str, Any]],
     tmp_path: Path,
-) -> Path:
-    """A ServiceAccount with a Role, and a kubeconfig holding a token for it."""
+    *,
+    step: str,
+) -> StepAccount:
+    """A ServiceAccount with a Role, an idle pod of `step`'s Job running as it (named as the
+    Job controller names them), and a kubeconfig holding a token bound to that pod."""
     from kubernetes import client
 
     core = client.CoreV1Api(api_client)
@@ -84,8 +106,22 @@ def account_kubeconfig(
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
         },
     )
+    pod = core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {
+                "name": f"{step}-{secrets.token_hex(3)[:5]}",
+                "labels": {OWN_RUNNER_LABEL: "own"},
+            },
+            "spec": {
+                "serviceAccountName": name,
+                "containers": [{"name": "step", "image": "idle", "command": ["true"]}],
+            },
+        },
+    )
+    bound = {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name, "uid": pod.metadata.uid}
     token = core.create_namespaced_service_account_token(
-        name, namespace, {"spec": {"expirationSeconds": 3600}}
+        name, namespace, {"spec": {"expirationSeconds": 3600, "boundObjectRef": bound}}
     ).status.token
     config = {
         "apiVersion": "v1",
@@ -107,7 +143,7 @@ def account_kubeconfig(
     }
     path = tmp_path / f"{name}.kubeconfig"
     path.write_text(yaml.safe_dump(config))
-    return path
+    return StepAccount(path, pod.metadata.name, pod.metadata.uid)
 
 
 def create_deployment(api_client: Any, namespace: str, replicas: int) -> None:
@@ -173,7 +209,7 @@ def read_status(api_client: Any, namespace: str, name: str) -> dict[str, Any]:
 
 def run_step(
     kind: str,
-    kubeconfig: Path,
+    account: StepAccount,
     namespace: str,
     name: str,
     server: ModelServer | None,
@@ -188,10 +224,12 @@ def run_step(
     }
     env.update(
         {
-            "KUBECONFIG": str(kubeconfig),
+            "KUBECONFIG": str(account.kubeconfig),
             "NO_PROXY": "127.0.0.1,localhost",
             "GOALKEEPER_STEP_NAME": name,
             "GOALKEEPER_STEP_NAMESPACE": namespace,
+            "GOALKEEPER_POD_NAME": account.pod_name,
+            "GOALKEEPER_POD_UID": account.pod_uid,
             "GOALKEEPER_TERMINATION_MESSAGE_PATH": str(tmp_path / f"{name}.termination"),
             "GOALKEEPER_RETRY_BACKOFF_SECONDS": "0.05",
         }
@@ -217,8 +255,14 @@ def test_observe_step_reads_through_a_tool_is_refused_a_write_and_writes_its_sta
     from kubernetes.client.exceptions import ApiException
 
     create_deployment(api_client, namespace, replicas=1)
-    kubeconfig = account_kubeconfig(
-        control_plane, api_client, namespace, "goalkeeper-observer", OBSERVER_RULES, tmp_path
+    account = account_kubeconfig(
+        control_plane,
+        api_client,
+        namespace,
+        "goalkeeper-observer",
+        OBSERVER_RULES,
+        tmp_path,
+        step="m-observe-2",
     )
     create_step(api_client, namespace, "m-observe-2", "observe")
     answer = observation_dict(
@@ -246,7 +290,7 @@ def test_observe_step_reads_through_a_tool_is_refused_a_write_and_writes_its_sta
             ),
             Final(answer),
         )
-        proc = run_step("observe", kubeconfig, namespace, "m-observe-2", server, tmp_path)
+        proc = run_step("observe", account, namespace, "m-observe-2", server, tmp_path)
         bodies = server.bodies
 
     assert proc.returncode == 0, proc.stderr
@@ -262,7 +306,7 @@ def test_observe_step_reads_through_a_tool_is_refused_a_write_and_writes_its_sta
     assert refusal.startswith("REFUSED: this is a read-only observe step")
     assert replicas(api_client, namespace) == 1
     # ... and RBAC would refuse it too: the observer account may not patch Deployments
-    observer = config.new_client_from_config(config_file=str(kubeconfig))
+    observer = config.new_client_from_config(config_file=str(account.kubeconfig))
     with pytest.raises(ApiException) as denied:
         client.AppsV1Api(observer).patch_namespaced_deployment(
             "web", namespace, {"spec": {"replicas": 3}}
@@ -272,6 +316,8 @@ def test_observe_step_reads_through_a_tool_is_refused_a_write_and_writes_its_sta
     status = read_status(api_client, namespace, "m-observe-2")
     parsed = MonitorStepStatus.model_validate(status)
     assert parsed.phase.value == "Succeeded"
+    assert parsed.pod is not None
+    assert (parsed.pod.name, parsed.pod.uid) == (account.pod_name, account.pod_uid)
     assert parsed.error is None and parsed.errorKind is None
     obs = Observation.model_validate(parsed.result)
     assert obs.route.value == "act"
@@ -290,8 +336,14 @@ def test_act_step_scales_a_deployment_and_verifies_it(
     control_plane: Any, api_client: Any, namespace: str, tmp_path: Path
 ) -> None:
     create_deployment(api_client, namespace, replicas=1)
-    kubeconfig = account_kubeconfig(
-        control_plane, api_client, namespace, "goalkeeper-actor", ACTOR_RULES, tmp_path
+    account = account_kubeconfig(
+        control_plane,
+        api_client,
+        namespace,
+        "goalkeeper-actor",
+        ACTOR_RULES,
+        tmp_path,
+        step="m-act-3",
     )
     create_step(
         api_client,
@@ -319,7 +371,7 @@ def test_act_step_scales_a_deployment_and_verifies_it(
                 }
             ),
         )
-        proc = run_step("act", kubeconfig, namespace, "m-act-3", server, tmp_path)
+        proc = run_step("act", account, namespace, "m-act-3", server, tmp_path)
         bodies = server.bodies
 
     assert proc.returncode == 0, proc.stderr
@@ -334,21 +386,108 @@ def test_act_step_scales_a_deployment_and_verifies_it(
 
     status = MonitorStepStatus.model_validate(read_status(api_client, namespace, "m-act-3"))
     assert status.phase.value == "Succeeded"
+    assert status.pod is not None and status.pod.name == account.pod_name
     result = ActionResult.model_validate(status.result)
     assert result.outcome.value == "succeeded"
+    assert "refused writes" not in result.evidence
     assert status.usage is not None and status.usage.toolCalls == 2
+
+
+def test_act_step_write_outside_its_mutation_set_is_refused_and_reported(
+    control_plane: Any, api_client: Any, namespace: str, tmp_path: Path
+) -> None:
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    create_deployment(api_client, namespace, replicas=1)
+    core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "build-progress"}, "data": {"done": "3"}}
+    )
+    before = core.read_namespaced_config_map("build-progress", namespace)
+    account = account_kubeconfig(
+        control_plane,
+        api_client,
+        namespace,
+        "goalkeeper-actor",
+        WIDE_ACTOR_RULES,
+        tmp_path,
+        step="m-act-4",
+    )
+    create_step(
+        api_client,
+        namespace,
+        "m-act-4",
+        "act",
+        action=action(
+            kind="recover",
+            action="Scale Deployment web to 3 replicas.",
+            mutationSet=["deployments/web"],
+            verification="Deployment web reads back spec.replicas 3.",
+        ),
+        contract=contract(),
+        authorizedActions=AUTHORIZED,
+    )
+    with ModelServer() as server:
+        server.script(
+            ToolCalls(
+                [
+                    call("k8s_scale", kind="Deployment", name="web", replicas=3),
+                    call(
+                        "k8s_patch",
+                        kind="ConfigMap",
+                        name="build-progress",
+                        patch={"data": {"done": "27"}},
+                    ),
+                ]
+            ),
+            Final(
+                {
+                    "outcome": "succeeded",
+                    "evidence": "Scaled web to 3 and recorded progress 27/27.",
+                    "changed": ["deployments/web", "configmaps/build-progress"],
+                }
+            ),
+        )
+        proc = run_step("act", account, namespace, "m-act-4", server, tmp_path)
+        bodies = server.bodies
+
+    assert proc.returncode == 0, proc.stderr
+    scaled, refused = ModelServer.tool_results(bodies[1])
+    assert "spec.replicas is now 3" in scaled
+    assert refused.startswith(
+        "REFUSED: configmaps/build-progress is not in the action's mutation set (deployments/web)"
+    )
+    assert replicas(api_client, namespace) == 3
+    after = core.read_namespaced_config_map("build-progress", namespace)
+    assert after.data == {"done": "3"}
+    assert after.metadata.resource_version == before.metadata.resource_version
+
+    status = MonitorStepStatus.model_validate(read_status(api_client, namespace, "m-act-4"))
+    assert status.phase.value == "Succeeded"
+    result = ActionResult.model_validate(status.result)
+    assert result.evidence == (
+        "Scaled web to 3 and recorded progress 27/27.\n"
+        "refused writes: k8s_patch configmaps/build-progress"
+    )
+    assert status.pod is not None and status.pod.uid == account.pod_uid
 
 
 def test_settings_error_is_written_as_a_configuration_failure(
     control_plane: Any, api_client: Any, namespace: str, tmp_path: Path
 ) -> None:
-    kubeconfig = account_kubeconfig(
-        control_plane, api_client, namespace, "goalkeeper-observer", OBSERVER_RULES, tmp_path
+    account = account_kubeconfig(
+        control_plane,
+        api_client,
+        namespace,
+        "goalkeeper-observer",
+        OBSERVER_RULES,
+        tmp_path,
+        step="m-observe-bad",
     )
     create_step(api_client, namespace, "m-observe-bad", "observe")
     proc = run_step(
         "observe",
-        kubeconfig,
+        account,
         namespace,
         "m-observe-bad",
         None,
@@ -367,12 +506,18 @@ def test_settings_error_is_written_as_a_configuration_failure(
 def test_step_kind_must_match_its_input(
     control_plane: Any, api_client: Any, namespace: str, tmp_path: Path
 ) -> None:
-    kubeconfig = account_kubeconfig(
-        control_plane, api_client, namespace, "goalkeeper-actor", ACTOR_RULES, tmp_path
+    account = account_kubeconfig(
+        control_plane,
+        api_client,
+        namespace,
+        "goalkeeper-actor",
+        ACTOR_RULES,
+        tmp_path,
+        step="m-mismatch",
     )
     create_step(api_client, namespace, "m-mismatch", "observe")
     with ModelServer() as server:
-        proc = run_step("act", kubeconfig, namespace, "m-mismatch", server, tmp_path)
+        proc = run_step("act", account, namespace, "m-mismatch", server, tmp_path)
         assert server.requests == []
     assert proc.returncode == 1
     status = read_status(api_client, namespace, "m-mismatch")
@@ -383,8 +528,14 @@ def test_step_kind_must_match_its_input(
 def test_repair_without_a_workflow_is_blocked(
     control_plane: Any, api_client: Any, namespace: str, tmp_path: Path
 ) -> None:
-    kubeconfig = account_kubeconfig(
-        control_plane, api_client, namespace, "goalkeeper-actor", ACTOR_RULES, tmp_path
+    account = account_kubeconfig(
+        control_plane,
+        api_client,
+        namespace,
+        "goalkeeper-actor",
+        ACTOR_RULES,
+        tmp_path,
+        step="m-repair",
     )
     create_step(
         api_client,
@@ -395,7 +546,7 @@ def test_repair_without_a_workflow_is_blocked(
         contract=contract(),
         authorizedActions=AUTHORIZED,
     )
-    proc = run_step("repair", kubeconfig, namespace, "m-repair", None, tmp_path)
+    proc = run_step("repair", account, namespace, "m-repair", None, tmp_path)
     assert proc.returncode == 0, proc.stderr
     status = read_status(api_client, namespace, "m-repair")
     assert status["phase"] == "Succeeded"

@@ -1,4 +1,5 @@
-"""The tools with the real Kubernetes backend: discovery, paths, redaction, events, writes."""
+"""The tools with the real Kubernetes backend: discovery, paths, redaction, events, writes,
+and the mutation set resolved through discovery."""
 
 from __future__ import annotations
 
@@ -7,16 +8,22 @@ from typing import Any
 import pytest
 
 from goalkeeper.step.kube import KubeBackend
-from goalkeeper.step.tools import REDACTED, StepTools, ToolConfig
+from goalkeeper.step.redact import REDACTED
+from goalkeeper.step.tools import StepTools, ToolConfig
 
 pytestmark = pytest.mark.cluster
 
 
+def make(api_client: Any, namespace: str, *mutation_set: str) -> StepTools:
+    return StepTools(
+        KubeBackend(api_client),
+        ToolConfig(fence_id="f00df00df00df00d", namespace=namespace, mutation_set=mutation_set),
+    )
+
+
 @pytest.fixture
 def tools(api_client: Any, namespace: str) -> StepTools:
-    return StepTools(
-        KubeBackend(api_client), ToolConfig(fence_id="f00df00df00df00d", namespace=namespace)
-    )
+    return make(api_client, namespace, "configmaps/settings", "ConfigMap/new")
 
 
 def test_reads_redaction_and_writes_through_the_api(
@@ -68,3 +75,56 @@ def test_reads_redaction_and_writes_through_the_api(
     assert core.read_namespaced_config_map("new", namespace).data == {"a": "1"}
     assert core.read_namespaced_config_map("settings", namespace).data == {"k": "w"}
     assert "deleted" in tools.k8s_delete("ConfigMap", "new")
+
+    assert tools.refusals == []
+
+
+def test_the_mutation_set_is_matched_through_discovery(api_client: Any, namespace: str) -> None:
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    job = client.BatchV1Api(api_client).create_namespaced_job(
+        namespace,
+        {
+            "metadata": {"name": "build"},
+            "spec": {
+                "suspend": True,  # the Job controller starts no pod of its own
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "b", "image": "example.invalid/b:1"}],
+                    }
+                },
+            },
+        },
+    )
+    spec = {"containers": [{"name": "b", "image": "example.invalid/b:1"}]}
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "build",
+        "uid": job.metadata.uid,
+        "controller": True,
+    }
+    core.create_namespaced_pod(
+        namespace, {"metadata": {"name": "build-x1", "ownerReferences": [owner]}, "spec": spec}
+    )
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "stray"}, "spec": spec})
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "other"}, "data": {}})
+    tools = make(api_client, namespace, "Job.batch/build")
+
+    # the pod of the named Job may go; a pod of no named controller may not
+    assert "deleted Pod build-x1" in tools.k8s_delete("Pod", "build-x1")
+    assert tools.k8s_delete("Pod", "stray").startswith("REFUSED: pods/stray")
+    # a Job subresource through a raw path, resolved to jobs by discovery
+    status_path = f"/apis/batch/v1/namespaces/{namespace}/jobs/build/status"
+    assert "UNTRUSTED_TARGET_DATA" in tools.k8s_raw_write(status_path, "PATCH", {"status": {}})
+    raw = tools.k8s_raw_write(
+        f"/api/v1/namespaces/{namespace}/configmaps/other", "PATCH", {"data": {"a": "1"}}
+    )
+    assert raw.startswith("REFUSED: configmaps/other is not in the action's mutation set")
+    assert core.read_namespaced_config_map("other", namespace).data is None
+    remaining = {p.metadata.name: p for p in core.list_namespaced_pod(namespace).items}
+    assert remaining["stray"].metadata.deletion_timestamp is None
+    assert "build-x1" not in remaining or remaining["build-x1"].metadata.deletion_timestamp
+    assert tools.refusals == ["k8s_delete pods/stray", "k8s_raw PATCH configmaps/other"]
