@@ -10,7 +10,8 @@ Objects (`redact`):
 
 Text (`redact_text`: pod logs, HTTP bodies, files, command output, raw API answers): PEM
 private key blocks, `Authorization:` header values, `Bearer` tokens, JWT-looking strings,
-and `KEY=value`, `KEY: value` or `"key": "value"` pairs whose key looks secret.
+passwords in URLs (`scheme://user:PASSWORD@host`), and `KEY=value`, `KEY: value` or
+`"key": "value"` pairs whose key looks secret.
 
 A name looks secret when it contains, in any case, one of `SECRET_WORDS`.
 """
@@ -50,12 +51,14 @@ _AUTHORIZATION = re.compile(
 )
 _BEARER = re.compile(r"\b(?P<key>bearer\s+)(?!<redacted)[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE)
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+# `KEY=value`, `"key": value`, or `key: value` with a space (so `keycloak:24.0` stays).
 _PAIR = re.compile(
     rf"""(?P<key>(?<![A-Za-z0-9_.\-])(?P<q>["']?)[A-Za-z0-9_.\-]{{0,80}}(?:{_SECRET_WORD})"""
-    rf"""[A-Za-z0-9_.\-]{{0,80}}(?P=q)\s*[:=]\s*)"""
+    rf"""[A-Za-z0-9_.\-]{{0,80}}(?P=q)(?:[ \t]*=[ \t]*|(?<=["'])[ \t]*:[ \t]*|:[ \t]+))"""
     r"""(?P<value>"[^"\n]*"|'[^'\n]*'|(?!<redacted)[^\s,;&"'}\]]+)""",
     re.IGNORECASE,
 )
+_URL_PASSWORD = re.compile(r"(?P<key>[a-z][a-z0-9+.-]*://[^/\s:@]+:)(?!<redacted)[^/\s@]+(?=@)")
 _SECRET_NAME = re.compile(_SECRET_WORD, re.IGNORECASE)
 
 
@@ -80,6 +83,7 @@ def redact_text(text: str) -> str:
     text = _AUTHORIZATION.sub(_keep_key, text)
     text = _BEARER.sub(lambda m: m.group("key") + REDACTED, text)
     text = _JWT.sub(REDACTED, text)
+    text = _URL_PASSWORD.sub(lambda m: m.group("key") + REDACTED, text)
     return _PAIR.sub(_keep_key, text)
 
 

@@ -115,6 +115,9 @@ def test_last_applied_of_a_config_map_is_redacted_like_the_object() -> None:
         ("{'client_secret': 'xyz'}", f"{{'client_secret': '{REDACTED}'}}"),
         ("db_passwd: hunter2", f"db_passwd: {REDACTED}"),
         ("progress done=21 total=27", "progress done=21 total=27"),
+        ("image: quay.io/keycloak/keycloak:24.0", "image: quay.io/keycloak/keycloak:24.0"),
+        ("db at postgres://build:s3cret@db:5432/x", f"db at postgres://build:{REDACTED}@db:5432/x"),
+        ("token:abc stays when unspaced", "token:abc stays when unspaced"),
     ],
 )
 def test_credentials_in_text_are_redacted(text: str, expected: str) -> None:
