@@ -5,9 +5,10 @@ Only to hosts in `GOALKEEPER_HTTP_ALLOWED_HOSTS`: comma-separated `host` (any po
 the list says, never to a cloud metadata name (`BLOCKED_NAMES`), nor to a link-local,
 unspecified or metadata address, nor to an IPv6 address that embeds one. The host is
 resolved once, every address it resolves to is checked, and the request then connects to
-a checked address (the Host header and the TLS server name stay the URL's host), so a name
-cannot resolve elsewhere between the check and the connection. Redirects are never
-followed: the answer shows where it points, and a call there is checked like any other.
+the checked addresses in turn (the Host header and the TLS server name stay the URL's
+host), so a name cannot resolve elsewhere between the check and the connection. Redirects
+are never followed: the answer shows where it points, and a call there is checked like
+any other.
 Environment proxies are ignored, so the checked address is the one connected to.
 """
 
@@ -183,19 +184,27 @@ class Egress:
     ) -> Iterator[httpx2.Response]:
         """Send one request to a checked address of the URL's host; redirects unfollowed."""
         target = parse_target(url)
-        address = self.check(target)[0]
+        addresses = self.check(target)
         parsed = httpx2.URL(url)
         sent_headers = {k: v for k, v in (headers or {}).items() if k.lower() != "host"}
         sent_headers["Host"] = parsed.netloc.decode("ascii")
-        request = client.build_request(
-            method,
-            parsed.copy_with(host=address),
-            headers=sent_headers,
-            content=content,
-            timeout=timeout,
-            extensions={"sni_hostname": target.host} if target.scheme == "https" else None,
-        )
-        response = client.send(request, stream=True, follow_redirects=False)
+        response: httpx2.Response | None = None
+        for i, address in enumerate(addresses):
+            request = client.build_request(
+                method,
+                parsed.copy_with(host=address),
+                headers=sent_headers,
+                content=content,
+                timeout=timeout,
+                extensions={"sni_hostname": target.host} if target.scheme == "https" else None,
+            )
+            try:
+                response = client.send(request, stream=True, follow_redirects=False)
+                break
+            except httpx2.ConnectError:
+                if i == len(addresses) - 1:
+                    raise
+        assert response is not None  # the loop either answered or raised
         try:
             yield response
         finally:

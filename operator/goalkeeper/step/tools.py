@@ -47,6 +47,8 @@ RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 READ_METHODS = frozenset({"GET", "HEAD"})
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _PATH_SEGMENT = re.compile(r"[A-Za-z0-9._:@-]+")
+# API paths that tunnel to pods, services or nodes, past the HTTP allow list and the fence.
+TUNNELS = frozenset({"proxy", "exec", "attach", "portforward"})
 
 # apiVersion for common kinds, so the model may omit it.
 COMMON_KINDS: dict[str, str] = {
@@ -444,6 +446,12 @@ class StepTools:
             return "ERROR: path must be an API path starting with '/', e.g. /api/v1/namespaces"
         if "watch=" in path or "/watch/" in path:
             return "ERROR: watches are not supported; read the current state instead"
+        segments = set(path.split("?", 1)[0].split("/"))
+        if segments & TUNNELS:
+            return (
+                f"ERROR: {', '.join(sorted(segments & TUNNELS))} through the API server is not "
+                "supported; use http_get for a target endpoint"
+            )
 
         def go() -> str:
             if verb in WRITE_METHODS:

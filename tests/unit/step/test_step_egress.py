@@ -169,3 +169,10 @@ def test_allowed_host_entries_parse_or_say_what_is_wrong() -> None:
     for bad in ("http://x", "a b", "host:http", "host:0", "[::1]x", "user@host"):
         with pytest.raises(ValueError, match=re.escape(repr(bad))):
             parse_allowed(bad)
+
+
+def test_the_next_checked_address_is_tried_when_one_refuses(server: Target) -> None:
+    # nothing listens on 127.0.0.2; the server on 127.0.0.1 answers
+    t = tools("two.test", names={"two.test": ["127.0.0.2", "127.0.0.1"]})
+    assert "HTTP 200" in t.http_get(f"http://two.test:{server.port}/")
+    assert server.seen == [("/", f"two.test:{server.port}")]

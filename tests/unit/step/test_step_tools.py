@@ -372,3 +372,19 @@ def test_http_writes_need_an_entry_for_their_url(target: str) -> None:
         f"http_request DELETE {target}/admin",
         f"http_request POST {target}/apiary",
     ]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/namespaces/shop/services/http:web:80/proxy/metrics",
+        "/api/v1/nodes/n1/proxy/metrics",
+        "/api/v1/namespaces/shop/pods/p/exec?command=sh",
+        "/api/v1/namespaces/shop/pods/p/portforward",
+    ],
+)
+def test_raw_requests_do_not_tunnel_through_the_api_server(path: str) -> None:
+    kube = FakeKube()
+    assert make(kube).k8s_raw(path).startswith("ERROR:")
+    assert make(kube, mutation_set=("pods/p",)).k8s_raw_write(path, "POST").startswith("ERROR:")
+    assert kube.calls == []
