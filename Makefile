@@ -1,5 +1,5 @@
 # goalkeeper: `make dev` runs everything locally, `make test` runs every test.
-.PHONY: install k8s crds lint test test-unit dev clean
+.PHONY: install k8s helm image crds lint test test-unit dev clean
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -19,6 +19,14 @@ install: $(BIN)/goalkeeper
 k8s:
 	scripts/build-k8s.sh
 
+# Build the pinned helm CLI into ~/.cache/goalkeeper/helm-v4.3.2 if it is missing.
+helm:
+	scripts/build-helm.sh
+
+# Build the operator and step image (root: installs dockerd and debootstrap when missing).
+image:
+	scripts/build-image.sh
+
 crds: install
 	$(BIN)/goalkeeper crds
 
@@ -28,7 +36,7 @@ lint: install
 	$(BIN)/mypy
 
 # Unit tests, then the cluster and end-to-end tests against a real local control plane.
-test: install k8s lint
+test: install k8s helm lint
 	$(BIN)/pytest
 
 test-unit: install

@@ -1,0 +1,362 @@
+"""The Helm chart against the real local control plane: lint, schema errors, rules in step
+with config/, server-side dry-run, then install, run the operator's pod, finish one
+acceptance case through it, upgrade, and uninstall without orphans.
+
+The local control plane runs no Deployment or ReplicaSet controller, so the test creates the
+operator's pod from the installed Deployment's template (owned by the Deployment, as a
+ReplicaSet's pod would be in effect) and the session pod runner runs it as a process with
+the chart's ServiceAccount token and environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.e2e.harness import Cluster, Facts, Scenario, build_job, observation, progress_map
+from tests.support.cluster_fixtures import REPO, wait_for
+from tests.support.model_server import ModelServer
+
+pytestmark = pytest.mark.cluster
+
+CHART = REPO / "charts" / "goalkeeper"
+INSTANCE = "app.kubernetes.io/instance"
+
+
+class Helm:
+    def __init__(self, binary: Path, home: Path, kubeconfig: Path | None = None) -> None:
+        self.binary = binary
+        self.kubeconfig = kubeconfig
+        # Helm's own state stays in the test's folder, never in ~/.
+        self.env = {
+            **os.environ,
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+        }
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        extra = ["--kubeconfig", str(self.kubeconfig)] if self.kubeconfig else []
+        done = subprocess.run(
+            [str(self.binary), *args, *extra],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=300,
+        )
+        if check and done.returncode != 0:
+            pytest.fail(f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def render(self, *args: str, release: str = "goalkeeper") -> list[dict[str, Any]]:
+        out = self("template", release, str(CHART), *args).stdout
+        return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+@pytest.fixture(scope="session")
+def helm_bin() -> Path:
+    """scripts/build-helm.sh builds the pinned helm once; a failed build fails loudly."""
+    done = subprocess.run(
+        [str(REPO / "scripts" / "build-helm.sh")], capture_output=True, text=True, timeout=3600
+    )
+    if done.returncode != 0:
+        pytest.fail(f"scripts/build-helm.sh failed:\n{done.stderr[-4000:]}")
+    return Path(done.stdout.strip().splitlines()[-1]) / "helm"
+
+
+@pytest.fixture
+def helm(helm_bin: Path, control_plane: Any, tmp_path: Path) -> Helm:
+    return Helm(helm_bin, tmp_path / "helm", control_plane.kubeconfig)
+
+
+@pytest.fixture
+def offline_helm(helm_bin: Path, tmp_path: Path) -> Helm:
+    return Helm(helm_bin, tmp_path / "helm")
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str, namespace: str | None = None) -> Any:
+    for doc in docs:
+        meta = doc["metadata"]
+        if doc["kind"] == kind and meta["name"] == name and meta.get("namespace") == namespace:
+            return doc
+    raise AssertionError(f"no {kind} {namespace}/{name} among {[d['kind'] for d in docs]}")
+
+
+def env_of(docs: list[dict[str, Any]]) -> dict[str, str]:
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value", "") for e in container["env"]}
+
+
+# --- without a cluster -----------------------------------------------------------------
+
+
+def test_chart_lints_clean(offline_helm: Helm) -> None:
+    done = offline_helm("lint", "--strict", str(CHART))
+    assert "0 chart(s) failed" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ("replicas=two", "replicas"),
+        ("replicas=2", "replicas"),
+        ("colour=blue", "colour"),
+        ("steps.history=0", "history"),
+        ("model.name=gpt-4o", "name"),
+    ],
+)
+def test_bad_values_fail_naming_the_field(helm: Helm, setting: str, field: str) -> None:
+    for command in (
+        ["template", "x", str(CHART)],
+        ["lint", str(CHART)],
+        ["install", "x", str(CHART), "-n", "default"],
+    ):
+        done = helm(*command, "--set", setting, check=False)
+        assert done.returncode != 0, f"helm {command[0]} accepted {setting}"
+        assert field in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_cluster_wide_rules_are_config_rbac_and_admission(offline_helm: Helm) -> None:
+    docs = offline_helm.render("-n", "goalkeeper-system", "--set", "stepNamespaces={team-a}")
+    operator = load(REPO / "config" / "rbac" / "operator.yaml")
+    want = find(operator, "ClusterRole", "goalkeeper-operator")
+    assert find(docs, "ClusterRole", "goalkeeper-operator")["rules"] == want["rules"]
+    binding = find(docs, "ClusterRoleBinding", "goalkeeper-operator")
+    assert (
+        binding["subjects"]
+        == find(operator, "ClusterRoleBinding", "goalkeeper-operator")["subjects"]
+    )
+    assert not [d for d in docs if d["kind"] == "Role" and "operator" in d["metadata"]["name"]]
+
+    for want in load(REPO / "config" / "rbac" / "steps.yaml"):
+        got = find(docs, want["kind"], want["metadata"]["name"], "team-a")
+        for key in ("rules", "roleRef", "subjects"):
+            assert got.get(key) == want.get(key), f"{want['kind']} {key}"
+
+    policies = [p for f in sorted((REPO / "config" / "admission").glob("*.yaml")) for p in load(f)]
+    assert policies
+    for want in policies:
+        assert find(docs, want["kind"], want["metadata"]["name"])["spec"] == want["spec"]
+    assert env_of(docs)["GOALKEEPER_NAMESPACES"] == ""
+
+
+def test_namespaced_rules_add_up_to_config_rbac(offline_helm: Helm) -> None:
+    docs = offline_helm.render("-n", "gk", "--set", "watchNamespaces={a,b}")
+    want = find(
+        load(REPO / "config" / "rbac" / "operator.yaml"), "ClusterRole", "goalkeeper-operator"
+    )
+    cluster_rules = find(docs, "ClusterRole", "goalkeeper-operator")["rules"]
+    for namespace in ("a", "b"):
+        role = find(docs, "Role", "goalkeeper-operator", namespace)
+        assert role["rules"] + cluster_rules == want["rules"]
+        binding = find(docs, "RoleBinding", "goalkeeper-operator", namespace)
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "goalkeeper-operator", "namespace": "gk"}
+        ]
+    assert env_of(docs)["GOALKEEPER_NAMESPACES"] == "a,b"
+
+
+def test_values_reach_the_operator(offline_helm: Helm) -> None:
+    docs = offline_helm.render(
+        "--set", "steps.actorServiceAccount=robot",
+        "--set", "steps.limits.totalTokensLimit=2000000",
+        "--set", "steps.limits.costLimitUsd=0.5",
+        "--set", "model.name=anthropic:claude",
+        "--set", "model.apiKeySecret.name=llm",
+        "--set", "probes.enabled=true",
+    )  # fmt: skip
+    env = env_of(docs)
+    assert env["GOALKEEPER_ACTOR_SERVICE_ACCOUNT"] == "robot"
+    assert env["GOALKEEPER_TOTAL_TOKENS_LIMIT"] == "2000000"
+    assert env["GOALKEEPER_COST_LIMIT_USD"] == "0.5"
+    assert env["GOALKEEPER_MODEL"] == "anthropic:claude"
+    assert env["GOALKEEPER_MODEL_API_KEY_SECRET"] == "llm"
+    assert env["GOALKEEPER_STEP_IMAGE"] == "goalkeeper:0.1.0"
+    for name in ("goalkeeper-actor-templates", "goalkeeper-actor-pods"):
+        condition = find(docs, "ValidatingAdmissionPolicy", name)["spec"]["matchConditions"][0]
+        assert condition["expression"].endswith("':robot'")
+    container = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert "--liveness=http://0.0.0.0:8080/healthz" in container["args"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+
+
+# --- against the control plane ---------------------------------------------------------
+
+
+@pytest.fixture
+def release_ns(control_plane: Any, api_client: Any) -> Iterator[str]:
+    """The release's namespace, enforcing Pod Security `restricted` on the operator's pod."""
+    core = client.CoreV1Api(api_client)
+    name = f"gk-{uuid.uuid4().hex[:8]}"
+    labels = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn")}
+    core.create_namespace({"metadata": {"name": name, "labels": labels}})
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name)
+
+
+def test_template_passes_server_side_dry_run(
+    helm: Helm, control_plane: Any, namespace: str, release_ns: str
+) -> None:
+    release = f"dry-{uuid.uuid4().hex[:6]}"
+    out = helm(
+        "template", release, str(CHART), "-n", release_ns, "--include-crds",
+        "--set", f"stepNamespaces={{{namespace}}}", "--set", f"watchNamespaces={{{namespace}}}",
+    ).stdout  # fmt: skip
+    done = control_plane.kubectl("apply", "--dry-run=server", "-f", "-", input=out)
+    assert done.returncode == 0, done.stderr
+    assert "deployment.apps/" in done.stdout and "validatingadmissionpolicy" in done.stdout
+
+
+def done_or_wait(facts: Facts, _: int) -> dict[str, Any]:
+    if facts.succeeded:
+        return observation(
+            "stop", "complete", "complete", facts, "Job build succeeded.", stopReason="goalComplete"
+        )
+    return observation("wait", "incomplete", "running", facts, "Job build is running.")
+
+
+def leftovers(control_plane: Any, release: str) -> list[str]:
+    kinds = (
+        "deployments,pods,serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings,"
+        "validatingadmissionpolicies,validatingadmissionpolicybindings"
+    )
+    done = control_plane.kubectl(
+        "get", kinds, "-A", "-l", f"{INSTANCE}={release}", "-o", "name", check=True
+    )
+    return done.stdout.split()
+
+
+def test_install_run_upgrade_uninstall(
+    helm: Helm,
+    control_plane: Any,
+    api_client: Any,
+    pod_runner: Any,
+    namespace: str,
+    release_ns: str,
+) -> None:
+    release = f"gk-{uuid.uuid4().hex[:6]}"
+    fullname = f"{release}-goalkeeper"
+    control_plane.kubectl(
+        "create", "secret", "generic", "model-api", "-n", namespace,
+        "--from-literal=api-key=test-key-not-secret", check=True,
+    )  # fmt: skip
+    apps, core = client.AppsV1Api(api_client), client.CoreV1Api(api_client)
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    with ModelServer() as model:
+        extra_env = [
+            {"name": "GOALKEEPER_TIME_SCALE", "value": "1"},
+            {"name": "GOALKEEPER_RETRY_BACKOFF_SECONDS", "value": "0.1"},
+        ]
+        helm(
+            "install", release, str(CHART), "-n", release_ns,
+            "--set", f"watchNamespaces={{{namespace}}}",
+            "--set", f"stepNamespaces={{{namespace}}}",
+            "--set", "model.name=openai:scripted-model",
+            "--set", f"model.baseUrl={model.base_url}",
+            "--set", "model.apiKeySecret.name=model-api",
+            "--set", "steps.deadlineSeconds=120",
+            "--set", "logLevel=debug",
+            "--set-json", f"extraEnv={json.dumps(extra_env)}",
+        )  # fmt: skip
+        deployment = apps.read_namespaced_deployment(fullname, release_ns)
+        core.read_namespaced_service_account(f"{fullname}-operator", release_ns)
+        for account in ("goalkeeper-observer", "goalkeeper-actor"):
+            core.read_namespaced_service_account(account, namespace)
+            rbac.read_namespaced_role(account, namespace)
+            rbac.read_namespaced_role_binding(account, namespace)
+        rbac.read_namespaced_role(f"{fullname}-operator", namespace)
+        rbac.read_cluster_role(f"{fullname}-operator")
+        policies = control_plane.kubectl(
+            "get", "validatingadmissionpolicies", "-l", f"{INSTANCE}={release}", "-o", "name"
+        ).stdout.split()
+        assert len(policies) == 3, policies
+
+        pod = run_operator_pod(core, deployment, release_ns)
+        try:
+            wait_for(
+                lambda: core.read_namespaced_pod(pod, release_ns).status.phase == "Running",
+                120,
+                "the operator pod to run",
+            )
+            finish_one_monitor(api_client, namespace, model)
+        except BaseException:
+            record = pod_runner.record(release_ns, pod)
+            if record is not None and record.stderr is not None:
+                print("---- operator log ----\n" + record.stderr.read_text()[-20000:])
+            raise
+
+        helm("upgrade", release, str(CHART), "-n", release_ns, "--reuse-values",
+             "--set", "steps.history=7")  # fmt: skip
+        upgraded = apps.read_namespaced_deployment(fullname, release_ns)
+        env = {e.name: e.value for e in upgraded.spec.template.spec.containers[0].env}
+        assert env["GOALKEEPER_STEP_HISTORY"] == "7"
+        assert env["GOALKEEPER_MODEL_BASE_URL"] == model.base_url
+
+        helm("uninstall", release, "-n", release_ns, "--wait", "--timeout", "120s")
+        wait_for(lambda: not leftovers(control_plane, release), 120, "no objects of the release")
+        # Helm keeps CRDs on uninstall by design.
+        control_plane.kubectl("get", "crd", "monitors.goalkeeper.dev", check=True)
+
+
+def run_operator_pod(core: Any, deployment: Any, namespace: str) -> str:
+    """The pod a ReplicaSet would create from the Deployment's template."""
+    template = client.ApiClient().sanitize_for_serialization(deployment.spec.template)
+    body = {
+        "metadata": {
+            **template["metadata"],
+            "generateName": f"{deployment.metadata.name}-",
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": deployment.metadata.name,
+                    "uid": deployment.metadata.uid,
+                }
+            ],
+        },
+        "spec": template["spec"],
+    }
+    # Created in a namespace enforcing Pod Security `restricted`: admission checks the chart.
+    return str(core.create_namespaced_pod(namespace, body).metadata.name)
+
+
+def finish_one_monitor(api_client: Any, namespace: str, model: ModelServer) -> None:
+    """Acceptance case 1 through the chart's operator: the target is already complete."""
+    cluster = Cluster(api_client, namespace)
+    cluster.batch.create_namespaced_job(namespace, build_job(namespace, suspended=False, seconds=0))
+    cluster.core.create_namespaced_config_map(namespace, progress_map(namespace, 27))
+    wait_for(
+        lambda: cluster.batch.read_namespaced_job("build", namespace).status.succeeded,
+        120,
+        "the target Job to succeed",
+    )
+    model.default = Scenario(namespace, done_or_wait)
+    cluster.create_monitor()
+    status = wait_for(cluster.stopped, 180, "the monitor to stop")
+    assert status["stop"]["reason"] == "goalComplete"
+    assert status["checks"] == 1
+    reports = cluster.events("Report")
+    assert len(reports) == 1 and "Goal: complete" in reports[0].message
+    # Deleted while the operator runs, so nothing waits on it once the release is gone.
+    cluster.custom.delete_namespaced_custom_object(
+        "goalkeeper.dev", "v1alpha1", namespace, "monitors", "build"
+    )
+    wait_for(lambda: cluster.monitor() is None, 120, "the monitor to be deleted")
