@@ -312,20 +312,24 @@ def test_acceptance_10_monitor_active_while_target_idle(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess, control_plane: Any
 ) -> None:
     target(cluster)
-    model.default = Scenario(
-        cluster.ns,
-        lambda facts, n: observation(
-            "wait", "incomplete", "idle", facts, "Idle until the nightly window opens."
-        ),
-    )
+
+    # An idle target takes the act route (a wait needs work running or waiting); the
+    # delayed second observation keeps check 1's facts in status long enough to read them.
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        return act(facts, report="Idle; resuming the build now.") if n == 1 else done_or_wait(facts)
+
+    model.default = Scenario(cluster.ns, observe, observe_delay=4)
     cluster.create_monitor(everyMinutes=600)
     status = wait_until(
-        lambda: cluster.status().get("schedule") and cluster.status(),
+        lambda: (s := cluster.status()).get("checks") == 1 and s.get("step") and s,
         90,
         "the first check",
         operator.logs,
     )
     assert (status["monitor"], status["work"], status["goal"]) == ("active", "idle", "incomplete")
+    report = sorted(cluster.events("Report"), key=lambda e: e.metadata.name)[0].message
+    assert "Monitor: active" in report and "Work: idle" in report
+    assert "Work: running" not in report
     table = control_plane.kubectl("get", "monitors", "-n", cluster.ns, check=True).stdout
     header, row = table.splitlines()[:2]
     assert header.split()[:5] == ["NAME", "GOAL", "WORK", "PROGRESS", "CHECKS"]
@@ -433,7 +437,7 @@ def test_acceptance_14_real_defect_uses_repair_path(
     assert cluster.step_kinds() == ["observe", "repair", "observe"]
     request = json.loads(repair_marker.read_text())
     assert "--jobs flag" in json.dumps(request)
-    assert status["repairGuard"]["failureId"] == "bad-flag"
+    assert [r["failureId"] for r in status["repairsDone"]] == ["bad-flag"]
     assert step_results(cluster, "repair")[0]["outcome"] == "succeeded"
 
 
