@@ -123,3 +123,13 @@ def test_routes_that_agree_with_their_states_are_accepted(
     route: str, overrides: dict[str, str]
 ) -> None:
     Observation.model_validate(observation_dict(route, **overrides))
+
+
+def test_status_written_with_the_earlier_repair_guard_still_reads() -> None:
+    from goalkeeper.core.models import MonitorStatus
+
+    guard = {"failureId": "bad-flag", "targetStateId": "s1", "check": 2}
+    status = MonitorStatus.model_validate({"repairGuard": guard})
+    assert [r.failureId for r in status.repairsDone] == ["bad-flag"]
+    assert "repairGuard" not in status.model_dump()
+    assert MonitorStatus.model_validate({"repairGuard": None}).repairsDone == []

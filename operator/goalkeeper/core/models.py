@@ -535,6 +535,17 @@ class MonitorStatus(Model):
     conditions: Annotated[list[Condition], Field(max_length=8)] = Field(default_factory=list)
     observedGeneration: Annotated[int, Field(ge=0)] | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_repair_guard(cls, data: Any) -> Any:
+        # Statuses written before `repairsDone` kept only the last repair as `repairGuard`.
+        if isinstance(data, dict) and "repairGuard" in data:
+            data = dict(data)
+            guard = data.pop("repairGuard")
+            if isinstance(guard, dict) and not data.get("repairsDone"):
+                data["repairsDone"] = [guard]
+        return data
+
 
 # --- what a step receives ----------------------------------------------------------------
 
