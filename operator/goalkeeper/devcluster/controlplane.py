@@ -40,6 +40,8 @@ CONTROLLERS = (
     "garbage-collector-controller",
     "namespace-controller",
     "serviceaccount-controller",
+    # Type-checks admission policies into their status, so a broken expression shows.
+    "validatingadmissionpolicy-status-controller",
 )
 
 _live: weakref.WeakSet[ControlPlane] = weakref.WeakSet()
@@ -67,11 +69,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def default_crds_dir() -> Path | None:
+def _repo_dir(name: str) -> Path | None:
     try:
-        return binaries.repo_root() / "crds"
+        return binaries.repo_root() / name
     except binaries.BuildError:
         return None
+
+
+def default_crds_dir() -> Path | None:
+    return _repo_dir("crds")
+
+
+def default_policies_dir() -> Path | None:
+    """The admission policies goalkeeper ships: step results bound to their pods."""
+    return _repo_dir("config/admission")
 
 
 class ControlPlane:
@@ -82,6 +93,7 @@ class ControlPlane:
         *,
         crds_dir: Path | str | None = None,
         install_crds: bool = True,
+        policies_dir: Path | str | None = None,
         ready_timeout: float = 90.0,
         build: bool = True,
         base_dir: Path | str | None = None,
@@ -89,6 +101,9 @@ class ControlPlane:
     ) -> None:
         self.crds_dir = Path(crds_dir) if crds_dir is not None else default_crds_dir()
         self.install_crds = install_crds
+        self.policies_dir = (
+            Path(policies_dir) if policies_dir is not None else default_policies_dir()
+        )
         self.ready_timeout = ready_timeout
         self.build = build
         self.base_dir = Path(base_dir) if base_dir is not None else None
@@ -158,6 +173,14 @@ class ControlPlane:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def apply_policies(self) -> None:
+        """Install the admission policies from `policies_dir`, as a cluster admin would."""
+        if self.policies_dir is None or not self.policies_dir.is_dir():
+            return
+        done = self.kubectl("apply", "--server-side", "-f", str(self.policies_dir))
+        if done.returncode != 0:
+            raise ControlPlaneError(f"admission policies not installed: {done.stderr.strip()}")
+
     # -- lifecycle --------------------------------------------------------------------
 
     def start(self) -> ControlPlane:
@@ -178,6 +201,7 @@ class ControlPlane:
             self._wait_controller_manager(begin)
             if self.install_crds:
                 self.installed_crds = self.apply_crds()
+                self.apply_policies()
         except BaseException:
             self.stop()
             raise
