@@ -39,9 +39,19 @@ TASK = (
 
 
 def build_job(
-    namespace: str, *, suspended: bool = True, seconds: float = 1.0, exit_code: int = 0
+    namespace: str,
+    *,
+    suspended: bool = True,
+    seconds: float = 1.0,
+    exit_code: int = 0,
+    gate: Path | None = None,
 ) -> dict[str, Any]:
-    command = f"import time, sys; time.sleep({seconds}); sys.exit({exit_code})"
+    """The target Job; with `gate` it runs until that file exists, so a test decides when
+    the target finishes instead of racing a timer against the step."""
+    wait = f"time.sleep({seconds})"
+    if gate is not None:
+        wait = f"import os\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.05)"
+    command = f"import time, sys\n{wait}\nsys.exit({exit_code})"
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

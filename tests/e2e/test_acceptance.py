@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -314,11 +315,16 @@ def test_acceptance_10_monitor_active_while_target_idle(
     target(cluster)
 
     # An idle target takes the act route (a wait needs work running or waiting); the
-    # delayed second observation keeps check 1's facts in status long enough to read them.
-    def observe(facts: Facts, n: int) -> dict[str, Any]:
-        return act(facts, report="Idle; resuming the build now.") if n == 1 else done_or_wait(facts)
+    # second observation answers only once the test has read check 1's facts.
+    read = threading.Event()
 
-    model.default = Scenario(cluster.ns, observe, observe_delay=4)
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        if n == 1:
+            return act(facts, report="Idle; resuming the build now.")
+        assert read.wait(120)
+        return done_or_wait(facts)
+
+    model.default = Scenario(cluster.ns, observe)
     cluster.create_monitor(everyMinutes=600)
     status = wait_until(
         lambda: (s := cluster.status()).get("checks") == 1 and s.get("step") and s,
@@ -335,13 +341,24 @@ def test_acceptance_10_monitor_active_while_target_idle(
     assert header.split()[:5] == ["NAME", "GOAL", "WORK", "PROGRESS", "CHECKS"]
     assert "NEXT CHECK" in header and "AGE" in header
     assert row.split()[:5] == ["build", "incomplete", "idle", "21/27", "modules"]
+    read.set()
 
 
 def test_acceptance_11_target_completes_between_timed_observations(
-    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess, tmp_path: Path
 ) -> None:
-    target(cluster, suspended=False, seconds=4)
-    model.default = Scenario(cluster.ns, lambda facts, n: done_or_wait(facts))
+    gate = tmp_path / "build-may-finish"
+    target(cluster, suspended=False, gate=gate)
+    wait_until(lambda: job_state(cluster).status.active, 60, "the target Job to run")
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        answer = done_or_wait(facts)
+        if n == 1:
+            assert answer["route"] == "wait", "the first check sees the build running"
+            gate.touch()  # the target finishes after the first check, before the next
+        return answer
+
+    model.default = Scenario(cluster.ns, observe)
     cluster.create_monitor(everyMinutes=3)
     status = finished(cluster, operator)
     assert status["stop"]["reason"] == "goalComplete"
@@ -377,7 +394,11 @@ def test_acceptance_13_normal_restart_does_not_trigger_repair(
     operator: OperatorProcess,
     repair_env: dict[str, str],
     repair_marker: Path,
+    control_plane: Any,
 ) -> None:
+    # Recreating a Job is beyond the default actor: the namespace admin grants it.
+    grant = ROOT / "config" / "rbac" / "examples" / "actor-recreate-jobs.yaml"
+    control_plane.kubectl("apply", "-n", cluster.ns, "-f", str(grant), check=True)
     operator.restart_with(**repair_env)
     target(cluster, suspended=False, seconds=0, exit_code=1)
     wait_until(lambda: job_state(cluster).status.failed, 60, "the target Job to fail")

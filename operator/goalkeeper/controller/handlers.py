@@ -12,15 +12,12 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from goalkeeper.controller.manifests import GROUP, LABEL_SEQ, LABEL_STEP, VERSION
-from goalkeeper.controller.reconciler import Reconciler
-from goalkeeper.core.engine import Started, StepFailed
-from goalkeeper.core.models import MonitorStatus, StepKind, StepPhase
-from goalkeeper.core.steps import step_event
+from goalkeeper.controller.manifests import GROUP, LABEL_STEP, VERSION
+from goalkeeper.controller.reconciler import TERMINAL_PHASES, Reconciler
+from goalkeeper.core.engine import Started
+from goalkeeper.core.models import MonitorStatus
 
 log = logging.getLogger("goalkeeper.handlers")
-
-TERMINAL = {StepPhase.Succeeded.value, StepPhase.Failed.value}
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
@@ -60,7 +57,7 @@ async def on_monitor(
         await reconciler.apply(namespace, name, Started(generation))
     elif event.get("type") is None:
         # The operator (re)started: a result it missed while down is settled now.
-        await reconciler.verify_step_in_flight(namespace, name, status)
+        await reconciler.verify_step_in_flight(namespace, dict(body))
     if status is not None:
         reconciler.arm_timer(namespace, name, status)
 
@@ -70,19 +67,10 @@ async def on_step(
 ) -> None:
     if event.get("type") == "DELETED" or namespace is None:
         return
-    spec = body.get("spec") or {}
-    raw_status = body.get("status") or {}
-    if raw_status.get("phase") not in TERMINAL or not spec.get("monitor"):
+    if (body.get("status") or {}).get("phase") not in TERMINAL_PHASES:
         return
-    try:
-        kind, seq = StepKind(spec["kind"]), int(spec["seq"])
-    except (KeyError, ValueError, TypeError):
-        return
-    finished = step_event(kind, seq, dict(raw_status))
-    if finished is not None:
-        # A step no longer in flight (handled before, or stale) is ignored by the engine.
-        reconciler: Reconciler = memo.reconciler
-        await reconciler.apply(namespace, spec["monitor"], finished)
+    reconciler: Reconciler = memo.reconciler
+    await reconciler.step_result(namespace, dict(body))
 
 
 async def on_job(
@@ -95,20 +83,13 @@ async def on_job(
     **_: Any,
 ) -> None:
     assert namespace is not None  # Jobs are namespaced
-    labels = body.get("metadata", {}).get("labels", {})
-    deleted = event.get("type") == "DELETED"
     failure = _failure(body)
-    if not deleted and failure is None:
+    if event.get("type") == "DELETED":
+        failure = f"Job {name} was deleted before the step wrote a result."
+    if failure is None:
         return
     reconciler: Reconciler = memo.reconciler
-    step = await reconciler.get_step(namespace, labels.get(LABEL_STEP, name))
-    if step is None:
-        return  # pruned or garbage-collected together with its monitor
-    if (step.get("status") or {}).get("phase") in TERMINAL:
-        return  # the step wrote its result; that result decides
-    seq = int(labels.get(LABEL_SEQ) or step["spec"]["seq"])
-    message = failure or f"Job {name} was deleted before the step wrote a result."
-    await reconciler.apply(namespace, step["spec"]["monitor"], StepFailed(seq, message))
+    await reconciler.job_ended(namespace, dict(body), failure)
 
 
 def _failure(job: Any) -> str | None:

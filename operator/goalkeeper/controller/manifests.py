@@ -39,9 +39,17 @@ def label_value(text: str) -> str:
     return _shorten(text, MAX_NAME)
 
 
-def step_name(monitor: str, seq: int, kind: StepKind) -> str:
-    suffix = f"-{seq}-{kind.value}"
+def step_name(monitor: str, uid: str, seq: int, kind: StepKind) -> str:
+    """Unique to one incarnation of the monitor: a Monitor recreated under the same name
+    never finds the old one's steps by name."""
+    suffix = f"-{seq}-{kind.value}-{uid[:5]}"
     return _shorten(monitor, MAX_NAME - len(suffix)) + suffix
+
+
+def owned_by(obj: Manifest, uid: str) -> bool:
+    """True when `uid` is the controller owner of `obj`."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("uid") == uid and ref.get("controller") for ref in refs)
 
 
 def event_name(monitor: str, uid: str, what: str) -> str:
@@ -62,7 +70,7 @@ def owner(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
 
 def monitor_step(monitor: Manifest, launch: LaunchStep) -> Manifest:
     meta = monitor["metadata"]
-    name = step_name(meta["name"], launch.seq, launch.kind)
+    name = step_name(meta["name"], meta["uid"], launch.seq, launch.kind)
     spec = MonitorStepSpec(
         monitor=meta["name"],
         kind=launch.kind,
@@ -157,6 +165,10 @@ def step_env(meta: Manifest, kind: StepKind, settings: OperatorSettings) -> list
     env: list[dict[str, Any]] = [
         {"name": "GOALKEEPER_STEP_NAME", "value": meta["name"]},
         {"name": "GOALKEEPER_STEP_NAMESPACE", "value": meta["namespace"]},
+        # The step names its pod in every status write; the admission policy checks it
+        # against the pod its token is bound to.
+        {"name": "GOALKEEPER_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "GOALKEEPER_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
         {"name": "GOALKEEPER_MODEL", "value": settings.model},
         {"name": "HOME", "value": POD_TMP},
     ]

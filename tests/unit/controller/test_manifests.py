@@ -27,13 +27,32 @@ def created_step(kind: StepKind = StepKind.observe) -> dict:
     return step
 
 
-def test_names_are_deterministic_and_fit_label_values() -> None:
-    assert manifests.step_name("nightly-build", 3, StepKind.act) == "nightly-build-3-act"
+def test_names_are_deterministic_per_incarnation_and_fit_label_values() -> None:
+    uid = "1234abcd-0000"
+    assert manifests.step_name("nightly-build", uid, 3, StepKind.act) == "nightly-build-3-act-1234a"
     long = "m" * 200
-    name = manifests.step_name(long, 12, StepKind.observe)
-    assert len(name) <= 63 and name.endswith("-12-observe")
-    assert name == manifests.step_name(long, 12, StepKind.observe)
-    assert name != manifests.step_name("m" * 199, 12, StepKind.observe)
+    name = manifests.step_name(long, uid, 12, StepKind.observe)
+    assert len(name) <= 63 and name.endswith("-12-observe-1234a")
+    assert name == manifests.step_name(long, uid, 12, StepKind.observe)
+    assert name != manifests.step_name("m" * 199, uid, 12, StepKind.observe)
+    # a Monitor recreated under the same name never finds the old one's steps by name
+    assert name != manifests.step_name(long, "9999ffff-0000", 12, StepKind.observe)
+
+
+def test_owned_by_needs_the_controller_owner_uid() -> None:
+    step = manifests.monitor_step(MONITOR, launch())
+    assert manifests.owned_by(step, "1234abcd-0000")
+    assert not manifests.owned_by(step, "other-uid")
+    step["metadata"]["ownerReferences"][0]["controller"] = False
+    assert not manifests.owned_by(step, "1234abcd-0000")
+    assert not manifests.owned_by({"metadata": {}}, "1234abcd-0000")
+
+
+def test_step_pod_names_itself_through_the_downward_api() -> None:
+    job = manifests.step_job(created_step(), OperatorSettings(model="openai:m"))
+    env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["GOALKEEPER_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["GOALKEEPER_POD_UID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid"
 
 
 def test_monitor_step_is_owned_by_its_monitor_and_holds_the_whole_input() -> None:
