@@ -53,6 +53,34 @@ class OperatorSettings(Model):
         default_factory=dict,
         description="Step limits (STEP_PASSTHROUGH) forwarded to every step unchanged.",
     )
+    resyncSeconds: Annotated[float, Field(ge=1, le=3600)] = Field(
+        default=60.0,
+        description=(
+            "GOALKEEPER_RESYNC_SECONDS: how often every monitor with a step in flight or a "
+            "due timer is reconciled again, so a lost event heals itself."
+        ),
+    )
+    healthPort: Annotated[int, Field(ge=0, le=65535)] = Field(
+        default=0, description="GOALKEEPER_HEALTH_PORT: liveness endpoint /healthz; 0 is off."
+    )
+    metricsPort: Annotated[int, Field(ge=0, le=65535)] = Field(
+        default=0, description="GOALKEEPER_METRICS_PORT: Prometheus /metrics; 0 is off."
+    )
+    leaderElection: bool = Field(
+        default=False,
+        description="GOALKEEPER_LEADER_ELECTION: one replica reconciles, the others wait.",
+    )
+    leaseName: str = Field(default="goalkeeper-operator", description="GOALKEEPER_LEASE_NAME")
+    leaseNamespace: str = Field(
+        default="goalkeeper-system", description="GOALKEEPER_LEASE_NAMESPACE"
+    )
+    leaseSeconds: Annotated[float, Field(ge=2, le=300)] = Field(
+        default=15.0, description="GOALKEEPER_LEASE_SECONDS: a leader holds the Lease this long."
+    )
+    identity: str = Field(
+        default="",
+        description="GOALKEEPER_IDENTITY: this replica's name in the Lease (default: hostname).",
+    )
     timeScale: Annotated[float, Field(gt=0, le=60)] = Field(
         default=60.0,
         description=(
@@ -104,6 +132,14 @@ _FIELDS = {
     "stepHistory": "STEP_HISTORY",
     "repairCommand": "REPAIR_COMMAND",
     "timeScale": "TIME_SCALE",
+    "resyncSeconds": "RESYNC_SECONDS",
+    "healthPort": "HEALTH_PORT",
+    "metricsPort": "METRICS_PORT",
+    "leaderElection": "LEADER_ELECTION",
+    "leaseName": "LEASE_NAME",
+    "leaseNamespace": "LEASE_NAMESPACE",
+    "leaseSeconds": "LEASE_SECONDS",
+    "identity": "IDENTITY",
 }
 
 
