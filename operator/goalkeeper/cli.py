@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dev(args: argparse.Namespace) -> int:
-    from goalkeeper.controller.dev import run_dev
+    from goalkeeper.dev import run_dev
 
     _logging(args.verbose)
     loaded = _settings()

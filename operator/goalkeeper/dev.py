@@ -12,7 +12,7 @@ from pathlib import Path
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.devcluster import ControlPlane, PodRunner
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 STEP_RBAC = ROOT / "config" / "rbac" / "steps.yaml"
 DEV_KEY_HOLDER = "goalkeeper-model"
 STOP_GRACE_SECONDS = 15
