@@ -17,12 +17,6 @@ from typing import Any
 
 from pydantic import BaseModel
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import (
-    ModelAPIError,
-    ModelHTTPError,
-    UnexpectedModelBehavior,
-    UsageLimitExceeded,
-)
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
@@ -37,10 +31,12 @@ from goalkeeper.core.models import (
     StepUsage,
 )
 from goalkeeper.step import prompts
+from goalkeeper.step.errors import ERROR_MAX, RunFacts, explain, limit_hit
 from goalkeeper.step.model import StepModel
+from goalkeeper.step.repeats import RepeatGuard
+from goalkeeper.step.steplog import RunLog, StepLog
 from goalkeeper.step.tools import StepTools, act_toolset, observe_toolset
 
-ERROR_MAX = 4000
 EVIDENCE_MAX = 4000
 REFUSALS_MAX = 1000
 
@@ -96,28 +92,50 @@ def step_usage(usage: RunUsage, model: Model | None) -> StepUsage:
     )
 
 
-def _error(kind: StepErrorKind, message: str) -> tuple[StepErrorKind, str]:
-    return kind, message[:ERROR_MAX]
+def run_facts(
+    *,
+    model: Model | None,
+    limits: RunLimits,
+    model_settings: ModelSettings | None,
+    usage: RunUsage,
+) -> RunFacts:
+    """What an error message may say about this run's settings and what it did."""
+    settings = model_settings or {}
+    step_model = model if isinstance(model, StepModel) else None
+    return RunFacts(
+        request_limit=limits.request_limit,
+        tool_calls_limit=limits.tool_calls_limit,
+        total_tokens_limit=limits.total_tokens_limit,
+        cost_limit_usd=limits.cost_limit_usd,
+        output_retries=limits.output_retries,
+        max_output_tokens=settings.get("max_tokens"),
+        http_timeout_seconds=settings.get("timeout"),
+        provider_retries=step_model.retries if step_model else 0,
+        attempts=max(1, step_model.last_attempts) if step_model else 1,
+        model=f"{model.system}:{model.model_name}" if model is not None else "",
+        base_url=((model.base_url or "").rstrip("/") or None) if model is not None else None,
+        requests=usage.requests,
+        tool_calls=usage.tool_calls,
+        total_tokens=usage.total_tokens,
+    )
 
 
-def classify(exc: BaseException, model: Model | None = None) -> tuple[StepErrorKind, str]:
-    """The error kind and a one-paragraph message for an exception from a run."""
-    if isinstance(exc, UsageLimitExceeded):
-        return _error(StepErrorKind.limits, f"usage limit reached: {exc}")
-    if isinstance(exc, ModelAPIError):
-        retried = len(model.ledger.retried_errors) if isinstance(model, StepModel) else 0
-        detail = f"HTTP {exc.status_code}: " if isinstance(exc, ModelHTTPError) else ""
-        return _error(
-            StepErrorKind.provider,
-            f"model provider error after {retried} retr{'y' if retried == 1 else 'ies'}: "
-            f"{type(exc).__name__}: {detail}{exc}",
-        )
-    if isinstance(exc, UnexpectedModelBehavior):
-        return _error(
-            StepErrorKind.invalidOutput,
-            f"the model did not produce a valid answer within the retry budget: {exc}",
-        )
-    return _error(StepErrorKind.internal, f"{type(exc).__name__}: {exc}")
+def classify(
+    exc: BaseException,
+    model: Model | None = None,
+    *,
+    limits: RunLimits | None = None,
+    model_settings: ModelSettings | None = None,
+    usage: RunUsage | None = None,
+) -> tuple[StepErrorKind, str]:
+    """The error kind and a plain message, naming the setting to change, for a run's error."""
+    facts = run_facts(
+        model=model,
+        limits=limits or RunLimits(),
+        model_settings=model_settings,
+        usage=usage or RunUsage(),
+    )
+    return explain(exc, facts)
 
 
 async def _run(
@@ -129,7 +147,11 @@ async def _run(
     toolset: Any,
     limits: RunLimits,
     model_settings: ModelSettings | None,
+    log: StepLog | None,
 ) -> StepOutcome:
+    run_log = RunLog(log or StepLog())
+    if isinstance(model, StepModel):
+        model.on_retry = run_log.on_retry
     agent: Agent[None, Any] = Agent(
         model,
         output_type=output_type,
@@ -138,12 +160,17 @@ async def _run(
         retries={"tools": 2, "output": limits.output_retries},
         model_settings=model_settings,
         defer_model_check=True,
+        capabilities=[run_log, RepeatGuard()],
     )
     usage = RunUsage()
     try:
         run = await agent.run(user_prompt, usage=usage, usage_limits=limits.usage_limits())
     except Exception as exc:
-        kind, message = classify(exc, model)
+        facts = run_facts(model=model, limits=limits, model_settings=model_settings, usage=usage)
+        kind, message = explain(exc, facts)
+        hit = limit_hit(exc, facts)
+        if hit is not None:
+            run_log.log.emit("limit", setting=hit[0], value=hit[1])
         return StepOutcome(None, step_usage(usage, model), message, kind)
     output = run.output
     return StepOutcome(output.model_dump(mode="json", exclude_none=True), step_usage(usage, model))
@@ -161,6 +188,7 @@ async def run_observe(
     limits: RunLimits | None = None,
     model_settings: ModelSettings | None = None,
     clock: Callable[[], datetime] | None = None,
+    log: StepLog | None = None,
 ) -> StepOutcome:
     """One read-only observation; the result validates as an `Observation`."""
     user = prompts.observe_user_prompt(
@@ -177,6 +205,7 @@ async def run_observe(
         toolset=observe_toolset(tools),
         limits=limits or RunLimits(),
         model_settings=model_settings,
+        log=log,
     )
 
 
@@ -188,6 +217,7 @@ async def run_act(
     limits: RunLimits | None = None,
     model_settings: ModelSettings | None = None,
     clock: Callable[[], datetime] | None = None,
+    log: StepLog | None = None,
 ) -> StepOutcome:
     """One action and its verification; the result validates as an `ActionResult`."""
     if step_input.action is None:
@@ -218,6 +248,7 @@ async def run_act(
         toolset=act_toolset(tools),
         limits=limits or RunLimits(),
         model_settings=model_settings,
+        log=log,
     )
     return with_refusals(outcome, tools.refusals)
 

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +44,7 @@ from goalkeeper.step.settings import (
     load_identity,
     load_settings,
 )
+from goalkeeper.step.steplog import StepLog, step_end
 
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_MAX = 4000
@@ -152,6 +154,7 @@ def run_step(
     namespace: str,
     *,
     kube: Any,
+    log: StepLog | None = None,
 ) -> StepOutcome:
     """Run one step with real model and tools."""
     if kind is StepKind.repair:
@@ -190,7 +193,12 @@ def run_step(
         runner: Callable[..., Any] = run_observe if kind is StepKind.observe else run_act
         try:
             outcome: StepOutcome = await runner(
-                step_input, model, tools, limits=limits, model_settings=model_settings(settings)
+                step_input,
+                model,
+                tools,
+                limits=limits,
+                model_settings=model_settings(settings),
+                log=log,
             )
             return outcome
         finally:
@@ -226,9 +234,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     started = _now()
+    clock = time.monotonic()
     pod = step_pod(identity)
+    log = StepLog()
 
     def finish(outcome: StepOutcome) -> int:
+        step_end(log, kind.value, outcome, time.monotonic() - clock)
         message = summary(kind, outcome)
         try:
             patch_step_status(
@@ -243,10 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_termination_message(message)
             return 2
         write_termination_message(message)
-        if outcome.ok:
-            print(scrub(message, model_credentials()), flush=True)
-        else:
-            _say(message)
+        _say(message)
         return 0 if outcome.ok else 1
 
     try:
@@ -281,8 +289,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KubeError as exc:
         _say(f"could not mark the MonitorStep running: {exc}")
 
+    log.emit(
+        "step_start",
+        kind=kind.value,
+        step=f"{identity.namespace}/{identity.name}",
+        model=str(settings.model) if settings.model else None,
+        check=step_input.check,
+    )
     try:
-        outcome = run_step(kind, step_input, settings, identity.namespace, kube=backend)
+        outcome = run_step(kind, step_input, settings, identity.namespace, kube=backend, log=log)
     except Exception as exc:  # the step must report, never crash without a status
         outcome = failed(StepErrorKind.internal, f"{type(exc).__name__}: {exc}")
     return finish(outcome)

@@ -131,6 +131,9 @@ class StepModel(WrapperModel):
         self.prices = prices
         self.sleep = sleep
         self.ledger = RequestLedger()
+        self.last_attempts = 0  # attempts of the latest request, retries included
+        # Told of each retry (attempt number, error, delay) as it happens, e.g. to log it.
+        self.on_retry: Callable[[int, ModelAPIError, float], None] | None = None
 
     async def request(
         self,
@@ -140,6 +143,7 @@ class StepModel(WrapperModel):
     ) -> ModelResponse:
         attempt = 0
         while True:
+            self.last_attempts = attempt + 1
             try:
                 response = await self.wrapped.request(
                     messages, model_settings, model_request_parameters
@@ -149,7 +153,10 @@ class StepModel(WrapperModel):
                 if attempt >= self.retries or not retryable(exc):
                     raise
                 self.ledger.retried_errors.append(f"{type(exc).__name__}: {exc}"[:500])
-                await self.sleep(self.backoff_seconds * (2**attempt))
+                delay = self.backoff_seconds * (2**attempt)
+                if self.on_retry is not None:
+                    self.on_retry(attempt + 1, exc, delay)
+                await self.sleep(delay)
                 attempt += 1
         self._price(response)
         return response

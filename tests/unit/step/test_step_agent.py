@@ -133,22 +133,33 @@ async def test_answers_that_stay_invalid_fail_the_step_as_invalid_output() -> No
     assert len(seen) == 3  # the first answer and two corrections
 
 
+def distinct_reads(n: int) -> list[ModelResponse]:
+    """Tool-call turns that each read something else, so none is answered as a repeat."""
+    return [tool_call("k8s_get", kind="Deployment", name=f"web-{i}") for i in range(n)]
+
+
 async def test_request_limit_fails_the_step_with_limits() -> None:
-    model, seen = scripted(*[tool_call("k8s_get", kind="Deployment", name="web")] * 10)
+    model, seen = scripted(*distinct_reads(10))
     outcome = await run_observe(step_input(), model, tools(), limits=RunLimits(request_limit=3))
     assert not outcome.ok
     assert outcome.error_kind is StepErrorKind.limits
-    assert "request_limit" in (outcome.error or "")
+    assert outcome.error == (
+        "The step made the 3 model requests it may make (GOALKEEPER_REQUEST_LIMIT=3) without "
+        "a final answer. Raise GOALKEEPER_REQUEST_LIMIT, or make the task quicker to check."
+    )
     assert outcome.usage.requests == 3
     assert outcome.usage.toolCalls == 3
     assert len(seen) == 3
 
 
 async def test_tool_call_limit_fails_the_step_with_limits() -> None:
-    model, _ = scripted(*[tool_call("k8s_get", kind="Deployment", name="web")] * 10)
+    model, _ = scripted(*distinct_reads(10))
     outcome = await run_observe(step_input(), model, tools(), limits=RunLimits(tool_calls_limit=2))
     assert outcome.error_kind is StepErrorKind.limits
-    assert "tool_calls_limit" in (outcome.error or "")
+    assert (outcome.error or "").startswith(
+        "The model asked for more tool calls than the 2 a step may make "
+        "(GOALKEEPER_TOOL_CALLS_LIMIT=2). Raise GOALKEEPER_TOOL_CALLS_LIMIT"
+    )
 
 
 async def test_tool_result_reaches_the_model_fenced_and_secrets_are_redacted() -> None:
@@ -350,13 +361,13 @@ async def test_usage_cost_from_configured_prices_per_request() -> None:
 
 
 async def test_configured_cost_limit_stops_the_run() -> None:
-    model, seen = scripted(*[tool_call("k8s_get", kind="Deployment", name="web")] * 10)
+    model, seen = scripted(*distinct_reads(10))
     priced = StepModel(model, prices=(Decimal("100"), Decimal("100")))  # $0.085 per request
     outcome = await run_observe(
         step_input(), priced, tools(), limits=RunLimits(cost_limit_usd=Decimal("0.2"))
     )
     assert outcome.error_kind is StepErrorKind.limits
-    assert "cost_limit" in (outcome.error or "")
+    assert "ceiling of 0.2 US dollars (GOALKEEPER_COST_LIMIT_USD=0.2)" in (outcome.error or "")
     assert len(seen) == 3  # the third request pushes the cost over the ceiling
     assert outcome.usage.costSource is CostSource.configured
     assert outcome.usage.costUsd == pytest.approx(3 * 850 * 100 / 1_000_000)
@@ -393,8 +404,10 @@ async def test_provider_errors_beyond_the_retries_fail_the_step() -> None:
     model = StepModel(FunctionModel(fn), retries=2, sleep=sleep)
     outcome = await run_observe(step_input(), model, tools())
     assert outcome.error_kind is StepErrorKind.provider
-    assert "after 2 retries" in (outcome.error or "")
-    assert "500" in (outcome.error or "")
+    assert (outcome.error or "").startswith(
+        "The model server at the provider's API failed with HTTP 500 on all 3 attempts"
+    )
+    assert "Raise GOALKEEPER_PROVIDER_RETRIES (now 2)" in (outcome.error or "")
 
 
 async def test_client_errors_are_not_retried() -> None:
@@ -407,7 +420,9 @@ async def test_client_errors_are_not_retried() -> None:
 
     model = StepModel(FunctionModel(fn), retries=3)
     outcome = await run_observe(step_input(), model, tools())
-    assert outcome.error_kind is StepErrorKind.provider
+    assert outcome.error_kind is StepErrorKind.configuration
+    assert "refused the API key (HTTP 401" in (outcome.error or "")
+    assert "attempts" not in (outcome.error or "")  # there was one
     assert calls == 1
 
 

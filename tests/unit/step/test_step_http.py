@@ -141,13 +141,19 @@ async def test_provider_500_beyond_the_retries_fails_with_provider(server: Model
     outcome = await observe(settings_for(server, GOALKEEPER_PROVIDER_RETRIES="2"), FakeKube())
     assert outcome.error_kind is StepErrorKind.provider
     assert [r.status for r in server.requests] == [500, 500, 500]
-    assert "after 2 retries" in (outcome.error or "")
+    assert outcome.error is not None
+    assert outcome.error.startswith(
+        f"The model server at GOALKEEPER_MODEL_BASE_URL={server.base_url} failed with "
+        "HTTP 500 on all 3 attempts: "
+    )
+    assert outcome.error.endswith("Raise GOALKEEPER_PROVIDER_RETRIES (now 2) to try longer.")
 
 
 async def test_a_401_is_not_retried(server: ModelServer) -> None:
     server.script(HttpError(401, "invalid api key"))
     outcome = await observe(settings_for(server), FakeKube())
-    assert outcome.error_kind is StepErrorKind.provider
+    assert outcome.error_kind is StepErrorKind.configuration
+    assert "GOALKEEPER_MODEL_API_KEY_SECRET" in (outcome.error or "")
     assert len(server.requests) == 1
 
 
@@ -161,7 +167,7 @@ async def test_cost_ceiling_stops_the_step(server: ModelServer) -> None:
     )  # each request costs 1200 tokens * $100/M = $0.12
     outcome = await observe(s, FakeKube([deployment()]))
     assert outcome.error_kind is StepErrorKind.limits
-    assert "cost_limit" in (outcome.error or "")
+    assert "(GOALKEEPER_COST_LIMIT_USD=0.25)" in (outcome.error or "")
     assert len(server.requests) == 3
     assert outcome.usage.costUsd == pytest.approx(0.36)
     assert outcome.usage.costSource is CostSource.configured
@@ -174,6 +180,10 @@ async def test_request_limit_stops_the_step(server: ModelServer) -> None:
     )
     assert outcome.error_kind is StepErrorKind.limits
     assert len(server.requests) == 2
+    assert outcome.error == (
+        "The step made the 2 model requests it may make (GOALKEEPER_REQUEST_LIMIT=2) without "
+        "a final answer. Raise GOALKEEPER_REQUEST_LIMIT, or make the task quicker to check."
+    )
 
 
 async def test_system_prompt_and_tools_are_identical_across_checks(server: ModelServer) -> None:
