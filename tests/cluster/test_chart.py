@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.harness import Cluster, Facts, Scenario, build_job, observation, progress_map
 from tests.support.cluster_fixtures import REPO, wait_for
@@ -117,6 +120,8 @@ def test_chart_lints_clean(offline_helm: Helm) -> None:
         ("colour=blue", "colour"),
         ("steps.history=0", "history"),
         ("model.name=gpt-4o", "name"),
+        ("leaderElection.leaseSeconds=1", "leaseSeconds"),
+        ("metrics.serviceMonitor.interval=often", "interval"),
     ],
 )
 def test_bad_values_fail_naming_the_field(helm: Helm, setting: str, field: str) -> None:
@@ -189,11 +194,88 @@ def test_values_reach_the_operator(offline_helm: Helm) -> None:
     for name in ("goalkeeper-actor-templates", "goalkeeper-actor-pods"):
         condition = find(docs, "ValidatingAdmissionPolicy", name)["spec"]["matchConditions"][0]
         assert condition["expression"].endswith("':robot'")
-    container = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["run"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+
+
+def test_defaults_probe_and_serve_metrics_on_one_replica(offline_helm: Helm) -> None:
+    docs = offline_helm.render("-n", "gk")
+    env = env_of(docs)
+    assert (env["GOALKEEPER_HEALTH_PORT"], env["GOALKEEPER_METRICS_PORT"]) == ("8080", "9090")
+    assert env["GOALKEEPER_LEADER_ELECTION"] == "false"
+    assert env["GOALKEEPER_RESYNC_SECONDS"] == "60"
+    assert "GOALKEEPER_LEASE_NAME" not in env
+    deployment = find(docs, "Deployment", "goalkeeper", "gk")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"] == [
+        {"name": "health", "containerPort": 8080},
+        {"name": "metrics", "containerPort": 9090},
+    ]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    service = find(docs, "Service", "goalkeeper-metrics", "gk")
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    kinds = {d["kind"] for d in docs}
+    assert "ServiceMonitor" not in kinds and "Role" not in kinds
+
+    off = offline_helm.render("--set", "probes.enabled=false", "--set", "metrics.enabled=false")
+    env = env_of(off)
+    assert (env["GOALKEEPER_HEALTH_PORT"], env["GOALKEEPER_METRICS_PORT"]) == ("0", "0")
+    container = next(d for d in off if d["kind"] == "Deployment")["spec"]["template"]["spec"][
         "containers"
     ][0]
-    assert "--liveness=http://0.0.0.0:8080/healthz" in container["args"]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert "ports" not in container and "livenessProbe" not in container
+    assert not [d for d in off if d["kind"] == "Service"]
+
+
+def test_two_replicas_elect_a_leader_with_the_lease_rules_of_config_rbac(
+    offline_helm: Helm,
+) -> None:
+    docs = offline_helm.render(
+        "-n", "goalkeeper-system",
+        "--set", "replicas=2",
+        "--set", "leaderElection.enabled=true",
+        "--set", "leaderElection.leaseName=goalkeeper-operator",
+        "--set", "leaderElection.leaseSeconds=10",
+        "--set", "metrics.serviceMonitor.enabled=true",
+        "--set", "metrics.serviceMonitor.labels.release=prom",
+    )  # fmt: skip
+    deployment = find(docs, "Deployment", "goalkeeper", "goalkeeper-system")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    env = env_of(docs)
+    assert env["GOALKEEPER_LEADER_ELECTION"] == "true"
+    assert env["GOALKEEPER_LEASE_NAME"] == "goalkeeper-operator"
+    assert env["GOALKEEPER_LEASE_NAMESPACE"] == "goalkeeper-system"
+    assert env["GOALKEEPER_LEASE_SECONDS"] == "10"
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    identity = next(e for e in container["env"] if e["name"] == "GOALKEEPER_IDENTITY")
+    assert identity["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+    config = load(REPO / "config" / "rbac" / "operator.yaml")
+    name = "goalkeeper-operator-leader-election"
+    want = find(config, "Role", name, "goalkeeper-system")
+    assert find(docs, "Role", name, "goalkeeper-system")["rules"] == want["rules"]
+    binding = find(docs, "RoleBinding", name, "goalkeeper-system")
+    assert binding["subjects"] == find(config, "RoleBinding", name, "goalkeeper-system")["subjects"]
+    assert binding["roleRef"]["name"] == name
+
+    monitor = find(docs, "ServiceMonitor", "goalkeeper", "goalkeeper-system")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "metrics", "path": "/metrics", "interval": "30s"}
+    ]
+    service = find(docs, "Service", "goalkeeper-metrics", "goalkeeper-system")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
 
 
 # --- against the control plane ---------------------------------------------------------
@@ -235,8 +317,8 @@ def done_or_wait(facts: Facts, _: int) -> dict[str, Any]:
 
 def leftovers(control_plane: Any, release: str) -> list[str]:
     kinds = (
-        "deployments,pods,serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings,"
-        "validatingadmissionpolicies,validatingadmissionpolicybindings"
+        "deployments,pods,services,serviceaccounts,roles,rolebindings,clusterroles,"
+        "clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings"
     )
     done = control_plane.kubectl(
         "get", kinds, "-A", "-l", f"{INSTANCE}={release}", "-o", "name", check=True
@@ -261,6 +343,8 @@ def test_install_run_upgrade_uninstall(
     apps, core = client.AppsV1Api(api_client), client.CoreV1Api(api_client)
     rbac = client.RbacAuthorizationV1Api(api_client)
     with ModelServer() as model:
+        # The pod runs as a local process: its ports are this machine's.
+        health_port, metrics_port = free_port(), free_port()
         extra_env = [
             {"name": "GOALKEEPER_TIME_SCALE", "value": "1"},
             {"name": "GOALKEEPER_RETRY_BACKOFF_SECONDS", "value": "0.1"},
@@ -275,6 +359,10 @@ def test_install_run_upgrade_uninstall(
             "--set", "steps.deadlineSeconds=120",
             "--set", "logLevel=debug",
             "--set-json", f"extraEnv={json.dumps(extra_env)}",
+            "--set", "leaderElection.enabled=true",
+            "--set", "leaderElection.leaseSeconds=4",
+            "--set", f"probes.port={health_port}",
+            "--set", f"metrics.port={metrics_port}",
         )  # fmt: skip
         deployment = apps.read_namespaced_deployment(fullname, release_ns)
         core.read_namespaced_service_account(f"{fullname}-operator", release_ns)
@@ -284,6 +372,8 @@ def test_install_run_upgrade_uninstall(
             rbac.read_namespaced_role_binding(account, namespace)
         rbac.read_namespaced_role(f"{fullname}-operator", namespace)
         rbac.read_cluster_role(f"{fullname}-operator")
+        rbac.read_namespaced_role(f"{fullname}-operator-leader-election", release_ns)
+        core.read_namespaced_service(f"{fullname}-metrics", release_ns)
         policies = control_plane.kubectl(
             "get", "validatingadmissionpolicies", "-l", f"{INSTANCE}={release}", "-o", "name"
         ).stdout.split()
@@ -296,6 +386,16 @@ def test_install_run_upgrade_uninstall(
                 120,
                 "the operator pod to run",
             )
+            coordination = client.CoordinationV1Api(api_client)
+            wait_for(
+                lambda: holder(coordination, fullname, release_ns) == pod, 60, "the pod to lead"
+            )
+            health = wait_for(
+                lambda: http_get(f"http://127.0.0.1:{health_port}/healthz"), 60, "/healthz"
+            )
+            assert json.loads(health)["leader"] == {"identity": pod, "leader": True, "holder": pod}
+            scraped = http_get(f"http://127.0.0.1:{metrics_port}/metrics")
+            assert scraped is not None and "goalkeeper_leader 1.0" in scraped
             finish_one_monitor(api_client, namespace, model)
         except BaseException:
             record = pod_runner.record(release_ns, pod)
@@ -314,6 +414,30 @@ def test_install_run_upgrade_uninstall(
         wait_for(lambda: not leftovers(control_plane, release), 120, "no objects of the release")
         # Helm keeps CRDs on uninstall by design.
         control_plane.kubectl("get", "crd", "monitors.goalkeeper.dev", check=True)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def http_get(url: str) -> str | None:
+    """The body of a 200 answer; None while nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return str(response.read().decode())
+    except OSError:
+        return None
+
+
+def holder(coordination: Any, name: str, namespace: str) -> str | None:
+    try:
+        return str(coordination.read_namespaced_lease(name, namespace).spec.holder_identity)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
 
 
 def run_operator_pod(core: Any, deployment: Any, namespace: str) -> str:

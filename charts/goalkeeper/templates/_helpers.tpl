@@ -23,6 +23,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- .Values.serviceAccount.name | default (printf "%s-operator" (include "goalkeeper.fullname" .)) -}}
 {{- end -}}
 
+{{- define "goalkeeper.leaseName" -}}
+{{- .Values.leaderElection.leaseName | default (include "goalkeeper.fullname" .) -}}
+{{- end -}}
+
 {{- define "goalkeeper.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
