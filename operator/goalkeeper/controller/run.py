@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import signal
+import socket
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import kopf
 from kubernetes import client, config
 
+from goalkeeper.controller import metrics
 from goalkeeper.controller.handlers import register
+from goalkeeper.controller.leader import LeaderElector, standby_health
 from goalkeeper.controller.manifests import GROUP
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
 
 log = logging.getLogger("goalkeeper.operator")
+# Probes and scrapes come from outside the pod: the kubelet and Prometheus.
+ANY_ADDRESS = "0.0.0.0"  # noqa: S104
 
 
 def api_client() -> Any:
@@ -49,6 +58,11 @@ def build_registry() -> kopf.OperatorRegistry:
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         return kopf.login_via_client(**kwargs)
 
+    @kopf.on.probe(id="leader", registry=registry)
+    def leader(memo: Any, **_: Any) -> dict[str, Any]:
+        state: Callable[[], dict[str, Any]] = memo.leadership
+        return state()
+
     return registry
 
 
@@ -58,7 +72,54 @@ async def run_operator(
     stop_flag: asyncio.Event | None = None,
     ready_flag: asyncio.Event | None = None,
 ) -> None:
-    reconciler = Reconciler(api_client(), settings)
+    api = api_client()
+    if settings.metricsPort:
+        metrics.serve(settings.metricsPort, ANY_ADDRESS)
+        log.info("metrics at http://%s:%d/metrics", ANY_ADDRESS, settings.metricsPort)
+    if not settings.leaderElection:
+        await _run_kopf(api, settings, stop_flag, ready_flag, lambda: {"leader": True})
+        return
+
+    identity = settings.identity or socket.gethostname()
+    elector = LeaderElector(
+        api,
+        name=settings.leaseName,
+        namespace=settings.leaseNamespace,
+        identity=identity,
+        lease_seconds=settings.leaseSeconds,
+    )
+    # One stop for both phases: a signal while waiting, or one before kopf takes the
+    # signals over, still stops the operator.
+    stop = asyncio.Event()
+    bridge = asyncio.create_task(_follow(stop_flag, stop)) if stop_flag is not None else None
+    _stop_on_signals(stop)
+    try:
+        async with standby_health(settings.healthPort, elector.state, ANY_ADDRESS):
+            if not await elector.acquire(stop):
+                return
+        metrics.set_leader(True)
+        keeper = asyncio.create_task(elector.keep())
+        try:
+            await _run_kopf(api, settings, stop, ready_flag, elector.state)
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            metrics.set_leader(False)
+            await elector.release()
+    finally:
+        if bridge is not None:
+            bridge.cancel()
+
+
+async def _run_kopf(
+    api: Any,
+    settings: OperatorSettings,
+    stop_flag: asyncio.Event | None,
+    ready_flag: asyncio.Event | None,
+    leadership: Callable[[], dict[str, Any]],
+) -> None:
+    reconciler = Reconciler(api, settings)
     if not settings.model:
         log.warning("GOALKEEPER_MODEL is not set: monitors will stop with that reason")
     log.info(
@@ -66,12 +127,30 @@ async def run_operator(
         ", ".join(settings.namespaces) or "all namespaces",
         settings.stepImage,
     )
+    liveness = (
+        f"http://{ANY_ADDRESS}:{settings.healthPort}/healthz" if settings.healthPort else None
+    )
     await kopf.operator(
         registry=build_registry(),
         clusterwide=not settings.namespaces,
         namespaces=settings.namespaces,
         standalone=True,
-        memo=kopf.Memo(reconciler=reconciler),
+        memo=kopf.Memo(reconciler=reconciler, leadership=leadership),
         stop_flag=stop_flag,
         ready_flag=ready_flag,
+        liveness_endpoint=liveness,
     )
+
+
+async def _follow(source: asyncio.Event, target: asyncio.Event) -> None:
+    await source.wait()
+    target.set()
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    """SIGINT and SIGTERM set `stop` until kopf installs its own handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
