@@ -43,6 +43,10 @@ class EgressRefused(Exception):
         super().__init__(f"host {host} is not reachable from this step: {reason}")
 
 
+class Unreachable(Exception):
+    """An allowed host that cannot be reached; the message names it and why."""
+
+
 @dataclass(frozen=True)
 class Target:
     scheme: str
@@ -162,7 +166,7 @@ class Egress:
         try:
             addresses = self.resolver(host, target.port)
         except OSError as exc:
-            raise EgressRefused(host, f"it does not resolve ({exc})") from None
+            raise Unreachable(f"cannot reach {host}: its DNS lookup failed ({exc})") from None
         if not addresses:
             raise EgressRefused(host, "it resolves to no address")
         for address in addresses:
@@ -211,6 +215,30 @@ class Egress:
             response.close()
 
 
+def connect_problem(target: Target, exc: httpx2.HTTPError, timeout: float) -> str:
+    """Which host failed and why: refused, timed out, TLS, a broken connection."""
+    where = f"{target.host}:{target.port}"
+    detail = _deepest(exc)
+    if isinstance(exc, httpx2.ConnectTimeout):
+        return f"connecting to {where} timed out after {timeout:g} s"
+    if isinstance(exc, httpx2.TimeoutException):
+        return f"{where} did not answer within {timeout:g} s"
+    low = detail.lower()
+    if "ssl" in low or "certificate" in low or "tls" in low:
+        return f"the TLS handshake with {where} failed ({detail})"
+    if "refused" in low:
+        return f"{where} refused the connection (nothing listens there)"
+    if isinstance(exc, httpx2.ConnectError):
+        return f"cannot connect to {where} ({detail})"
+    return f"the connection to {where} failed ({detail})"
+
+
+def _deepest(exc: BaseException) -> str:
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
 def _literal(host: str) -> Address | None:
     try:
         return ipaddress.ip_address(host)
@@ -234,8 +262,10 @@ __all__ = [
     "Egress",
     "EgressRefused",
     "Target",
+    "Unreachable",
     "blocked_reason",
     "client",
+    "connect_problem",
     "parse_allowed",
     "parse_target",
 ]

@@ -5,10 +5,17 @@ Pure, no I/O. The input is already redacted; nothing here reads or changes secre
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 import yaml
+
+# Object names, keys and reasons as the API server allows them: no spaces, no sentences.
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+_POD_PHASES = frozenset({"Pending", "Running", "Succeeded", "Failed", "Unknown"})
+_JOB_CONDITIONS = ("Complete", "Failed", "Suspended", "SuccessCriteriaMet", "FailureTarget")
+STATE_LINE_MAX = 300
 
 
 def strip_noise(obj: Any) -> Any:
@@ -108,6 +115,111 @@ def describe(obj: Any) -> str:
     return "\n".join(header) + "\n---\n" + to_yaml(obj)
 
 
+def state_line(obj: Any) -> str | None:
+    """One line on a Job, Deployment, StatefulSet, Pod or ConfigMap's state, else None.
+
+    It stands outside the fence, so it is built only from numbers, values from fixed sets
+    and name-like tokens: nothing in it can read as an instruction.
+    """
+    if not isinstance(obj, dict):
+        return None
+    kind = obj.get("kind")
+    builders = {
+        "Job": _job_state,
+        "Deployment": _replicas_state,
+        "StatefulSet": _replicas_state,
+        "Pod": _pod_state,
+        "ConfigMap": _config_map_state,
+    }
+    build = builders.get(kind) if isinstance(kind, str) else None
+    if build is None:
+        return None
+    meta = obj.get("metadata") or {}
+    where = "/".join(_token(meta.get(k)) or "?" for k in ("namespace", "name"))
+    line = f"{kind} {where}: {build(obj.get('spec') or {}, obj.get('status') or {}, obj)}"
+    return line[:STATE_LINE_MAX]
+
+
+def _token(value: Any) -> str | None:
+    return value if isinstance(value, str) and _TOKEN.fullmatch(value) else None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _true_conditions(status: dict[str, Any], wanted: tuple[str, ...]) -> list[str]:
+    found = []
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") in wanted and cond.get("status") == "True":
+            reason = _token(cond.get("reason"))
+            found.append(f"{cond['type']}" + (f" ({reason})" if reason else ""))
+    return found
+
+
+def _job_state(spec: dict[str, Any], status: dict[str, Any], _: dict[str, Any]) -> str:
+    conditions = _true_conditions(status, _JOB_CONDITIONS)
+    types = {c.split(" ")[0] for c in conditions}
+    active = _count(status.get("active"))
+    if "Complete" in types:
+        state = "succeeded"
+    elif "Failed" in types:
+        state = "failed"
+    elif spec.get("suspend") is True:
+        state = "suspended"
+    elif active:
+        state = "active"
+    else:
+        state = "not running"
+    counts = (
+        f"active {active}, succeeded {_count(status.get('succeeded'))}, failed "
+        f"{_count(status.get('failed'))}"
+    )
+    if isinstance(spec.get("completions"), int):
+        counts += f" of {spec['completions']} completions"
+    return f"{state}; {counts}; conditions: {', '.join(conditions) or 'none true'}"
+
+
+def _replicas_state(spec: dict[str, Any], status: dict[str, Any], _: dict[str, Any]) -> str:
+    desired = spec.get("replicas", 1)
+    line = (
+        f"ready {_count(status.get('readyReplicas'))} of {_count(desired)} desired, updated "
+        f"{_count(status.get('updatedReplicas'))}, available "
+        f"{_count(status.get('availableReplicas'))}"
+    )
+    if spec.get("paused") is True:
+        line += ", paused"
+    return line
+
+
+def _pod_state(spec: dict[str, Any], status: dict[str, Any], _: dict[str, Any]) -> str:
+    phase = status.get("phase") if status.get("phase") in _POD_PHASES else "phase unknown"
+    containers = [c for c in status.get("containerStatuses") or [] if isinstance(c, dict)]
+    total = len(containers) or len(spec.get("containers") or [])
+    ready = sum(1 for c in containers if c.get("ready") is True)
+    restarts = sum(_count(c.get("restartCount")) for c in containers)
+    line = f"{phase}, {ready}/{total} containers ready, {restarts} restarts"
+    reasons = []
+    for c in containers:
+        state = c.get("state") or {}
+        for key in ("waiting", "terminated"):
+            reason = _token((state.get(key) or {}).get("reason"))
+            if reason:
+                reasons.append(f"{_token(c.get('name')) or '?'} {key} {reason}")
+    return line + (f" ({'; '.join(reasons)})" if reasons else "")
+
+
+def _config_map_state(spec: dict[str, Any], status: dict[str, Any], obj: dict[str, Any]) -> str:
+    keys = [
+        key
+        for field in ("data", "binaryData")
+        for key in (obj.get(field) or {})
+        if isinstance(obj.get(field), dict)
+    ]
+    names = [_token(k) or "?" for k in keys]
+    return f"{len(names)} keys: {', '.join(names)}" if names else "no keys"
+
+
 def summarize_events(doc: Any) -> str:
     items = (doc or {}).get("items") or [] if isinstance(doc, dict) else []
     if not items:
@@ -125,4 +237,11 @@ def summarize_events(doc: Any) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["describe", "strip_noise", "summarize_events", "summarize_list", "to_yaml"]
+__all__ = [
+    "describe",
+    "state_line",
+    "strip_noise",
+    "summarize_events",
+    "summarize_list",
+    "to_yaml",
+]

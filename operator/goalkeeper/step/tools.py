@@ -32,6 +32,7 @@ from goalkeeper.step.processes import run_argv
 from goalkeeper.step.redact import redact, redact_text
 from goalkeeper.step.render import (
     describe,
+    state_line,
     strip_noise,
     summarize_events,
     summarize_list,
@@ -188,7 +189,34 @@ class StepTools:
         return (namespace or "").strip() or self.config.namespace
 
     @staticmethod
-    def _api_version(kind: str, api_version: str | None) -> str:
+    def _split(name: str, namespace: str | None) -> tuple[str, str | None]:
+        """A `namespace/name` given as the name, split; refused when the namespaces differ."""
+        name = name.strip()
+        if "/" not in name:
+            return name, namespace
+        ns, _, bare = name.partition("/")
+        if not ns or not bare or "/" in bare:
+            raise _ToolProblem(f"name {name!r} is neither a name nor namespace/name")
+        given = (namespace or "").strip()
+        if given and given != ns:
+            raise _ToolProblem(
+                f"name {name!r} says namespace {ns!r} but the namespace argument is {given!r}; "
+                "pass the bare name and one namespace"
+            )
+        return bare, ns
+
+    @staticmethod
+    def _check_kind(kind: str) -> None:
+        if "/" in kind:
+            base, _, name = kind.strip().partition("/")
+            raise _ToolProblem(
+                f"kind {kind!r} holds a name: pass kind and name separately "
+                f"(kind={base!r}, name={name!r})"
+            )
+
+    @classmethod
+    def _api_version(cls, kind: str, api_version: str | None) -> str:
+        cls._check_kind(kind)
         if api_version and api_version.strip():
             return api_version.strip()
         found = COMMON_KINDS.get(kind.strip().lower().removesuffix("s")) or COMMON_KINDS.get(
@@ -198,17 +226,23 @@ class StepTools:
             raise _ToolProblem(f"api_version is required for kind {kind!r} (e.g. 'apps/v1')")
         return found
 
-    def _call(self, source: str, fn: Callable[[], str], **out: Any) -> str:
+    def _call(self, source: str, fn: Callable[[], str | Led], **out: Any) -> str:
         from goalkeeper.step.kube import KubeError
 
         try:
-            return self._out(fn(), source, **out)
+            text = fn()
+            if isinstance(text, Led):
+                fenced = self._out(text.body, source, **out)
+                return f"{text.lead}\n{fenced}" if text.lead else fenced
+            return self._out(text, source, **out)
         except _ToolProblem as exc:
             return f"ERROR: {exc}"
         except _Refused as exc:
             return str(exc)
         except egress.EgressRefused as exc:
             return f"{REFUSED} {exc}"
+        except egress.Unreachable as exc:
+            return f"ERROR: {exc}"
         except KubeError as exc:
             return self._out(f"ERROR: Kubernetes API: {exc}", source)
         except httpx2.HTTPError as exc:
@@ -330,10 +364,11 @@ class StepTools:
             api_version: e.g. apps/v1; may be omitted for common built-in kinds.
         """
 
-        def go() -> str:
+        def go() -> Led:
             av = self._api_version(kind, api_version)
-            obj = self._need_kube().get(av, kind, name, self._ns(namespace))
-            return describe(strip_noise(redact(obj)))
+            bare, ns = self._split(name, namespace)
+            obj = strip_noise(redact(self._need_kube().get(av, kind, bare, self._ns(ns))))
+            return Led(state_line(obj) or "", describe(obj))
 
         return self._call(f"k8s_get {kind} {name}", go)
 
@@ -394,9 +429,10 @@ class StepTools:
         """
 
         def go() -> str:
+            bare, ns = self._split(pod, namespace)
             text = self._need_kube().logs(
-                pod,
-                self._ns(namespace),
+                bare,
+                self._ns(ns),
                 container=container or None,
                 tail_lines=max(1, min(int(tail_lines), 10_000)),
                 limit_bytes=max(1, min(int(limit_bytes), self.config.log_max_bytes)),
@@ -421,7 +457,10 @@ class StepTools:
         """
 
         def go() -> str:
-            doc = self._need_kube().events(self._ns(namespace), kind=kind or None, name=name)
+            if kind:
+                self._check_kind(kind)
+            bare, ns = self._split(name, namespace)
+            doc = self._need_kube().events(self._ns(ns), kind=kind or None, name=bare)
             return summarize_events(redact(doc))
 
         return self._call(f"k8s_events {kind or ''} {name}", go, keep="tail")
@@ -484,35 +523,45 @@ class StepTools:
                     "http_request",
                     HttpCall(verb, target.scheme, target.host, target.port, target.path),
                 )
-            limit = self.config.http_max_bytes
-            with self.egress.stream(
-                self.http,
-                verb,
-                url,
-                headers=headers or None,
-                content=body,
-                timeout=self.config.http_timeout_seconds,
-            ) as response:
-                chunks: list[bytes] = []
-                size = 0
-                truncated = False
-                for chunk in response.iter_bytes():
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    if size > limit:
-                        truncated = True
-                        break
-                data = b"".join(chunks)[:limit]
-                ctype = response.headers.get("content-type", "")
-                head = f"HTTP {response.status_code} {verb} {url}\ncontent-type: {ctype}\n"
-                if response.is_redirect:
-                    location = redact_text(response.headers.get("location", ""))
-                    head += f"redirect not followed: location: {location}\n"
-                if truncated:
-                    head += f"(body cut at {limit} bytes)\n"
-                return head + "\n" + redact_text(data.decode("utf-8", "replace"))
+            try:
+                return self._fetch(verb, url, headers=headers, body=body)
+            except httpx2.HTTPError as exc:
+                target = egress.parse_target(url)
+                problem = egress.connect_problem(target, exc, self.config.http_timeout_seconds)
+                return f"ERROR: HTTP {verb} {redact_text(url)}: {problem}"
 
         return self._call(f"http {verb} {url}", go)
+
+    def _fetch(
+        self, verb: str, url: str, *, headers: dict[str, str] | None, body: str | None
+    ) -> str:
+        limit = self.config.http_max_bytes
+        with self.egress.stream(
+            self.http,
+            verb,
+            url,
+            headers=headers or None,
+            content=body,
+            timeout=self.config.http_timeout_seconds,
+        ) as response:
+            chunks: list[bytes] = []
+            size = 0
+            truncated = False
+            for chunk in response.iter_bytes():
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > limit:
+                    truncated = True
+                    break
+            data = b"".join(chunks)[:limit]
+            ctype = response.headers.get("content-type", "")
+            head = f"HTTP {response.status_code} {verb} {url}\ncontent-type: {ctype}\n"
+            if response.is_redirect:
+                location = redact_text(response.headers.get("location", ""))
+                head += f"redirect not followed: location: {location}\n"
+            if truncated:
+                head += f"(body cut at {limit} bytes)\n"
+            return head + "\n" + redact_text(data.decode("utf-8", "replace"))
 
     def read_file(self, path: str, offset: int = 0, max_bytes: int = 65536) -> str:
         """Read part of a file, or list a directory, on a mounted volume.
@@ -629,9 +678,10 @@ class StepTools:
 
         def go() -> str:
             av = self._api_version(kind, api_version)
-            self._check_write("k8s_patch", self._object(av, kind, name, namespace))
+            bare, ns = self._split(name, namespace)
+            self._check_write("k8s_patch", self._object(av, kind, bare, ns))
             obj = self._need_kube().patch(
-                av, kind, name, self._ns(namespace), patch, patch_type=patch_type
+                av, kind, bare, self._ns(ns), patch, patch_type=patch_type
             )
             return "patched\n" + describe(strip_noise(redact(obj)))
 
@@ -651,8 +701,9 @@ class StepTools:
 
         def go() -> str:
             av = self._api_version(kind, api_version)
-            self._check_write("k8s_delete", self._object(av, kind, name, namespace))
-            obj = self._need_kube().delete(av, kind, name, self._ns(namespace))
+            bare, ns = self._split(name, namespace)
+            self._check_write("k8s_delete", self._object(av, kind, bare, ns))
+            obj = self._need_kube().delete(av, kind, bare, self._ns(ns))
             status = obj.get("status") if isinstance(obj, dict) else None
             return f"deleted {kind} {name} ({status or 'accepted'})"
 
@@ -680,9 +731,10 @@ class StepTools:
             if int(replicas) < 0:
                 raise _ToolProblem("replicas must not be negative")
             av = self._api_version(kind, api_version)
-            self._check_write("k8s_scale", self._object(av, kind, name, namespace))
+            bare, ns = self._split(name, namespace)
+            self._check_write("k8s_scale", self._object(av, kind, bare, ns))
             obj = self._need_kube().patch(
-                av, kind, name, self._ns(namespace), {"spec": {"replicas": int(replicas)}}
+                av, kind, bare, self._ns(ns), {"spec": {"replicas": int(replicas)}}
             )
             spec = (obj or {}).get("spec", {}) if isinstance(obj, dict) else {}
             return f"scaled {kind} {name}: spec.replicas is now {spec.get('replicas')}"
@@ -703,10 +755,11 @@ class StepTools:
 
         def go() -> str:
             av = self._api_version(kind, api_version)
-            self._check_write("k8s_rollout_restart", self._object(av, kind, name, namespace))
+            bare, ns = self._split(name, namespace)
+            self._check_write("k8s_rollout_restart", self._object(av, kind, bare, ns))
             at = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
             patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: at}}}}}
-            self._need_kube().patch(av, kind, name, self._ns(namespace), patch)
+            self._need_kube().patch(av, kind, bare, self._ns(ns), patch)
             return f"restarted {kind} {name}: pod template annotation {RESTARTED_AT}={at}"
 
         return self._call(f"k8s_rollout_restart {kind} {name}", go)
@@ -756,6 +809,14 @@ class StepTools:
             keep="tail",
             hint="make the command print less (filter or tail its output)",
         )
+
+
+@dataclass(frozen=True)
+class Led:
+    """A result led by one line of the tool's own (outside the fence) before the fenced body."""
+
+    lead: str
+    body: str
 
 
 class _ToolProblem(Exception):

@@ -170,6 +170,9 @@ async def test_tool_result_reaches_the_model_fenced_and_secrets_are_redacted() -
         assert {p.tool_name for p in returns} == {"k8s_get"}
         for p in returns:
             text = str(p.content)
+            if not text.startswith("<<<"):  # the tool's own state line comes first
+                lead, text = text.split("\n", 1)
+                assert "<<<" not in lead and "\n" not in lead
             assert text.startswith(f"<<<UNTRUSTED_TARGET_DATA id={FID}")
             assert text.endswith(f"<<<END_UNTRUSTED_TARGET_DATA id={FID}>>>")
             assert "aHVudGVyMg==" not in text and "s3cr3t-token" not in text

@@ -87,7 +87,9 @@ async def test_tool_call_result_reaches_the_model_fenced_then_final_answer(
 
     results = ModelServer.tool_results(second)
     assert len(results) == 2
+    assert results[0].startswith("Deployment shop/web: ready 3 of 3 desired, updated 3, ")
     for text in results:
+        text = text.removeprefix(results[0].split("\n", 1)[0] + "\n")
         assert text.startswith(f"<<<UNTRUSTED_TARGET_DATA id={FID}")
         assert text.endswith(f"<<<END_UNTRUSTED_TARGET_DATA id={FID}>>>")
         assert text.count("<<<") == 2
