@@ -72,6 +72,12 @@ def _dev(args: argparse.Namespace) -> int:
     return 2 if loaded is None else run_dev(loaded, namespace=args.namespace, verbose=args.verbose)
 
 
+def _logs(args: argparse.Namespace) -> int:
+    from goalkeeper.logs import show_logs
+
+    return show_logs(args.monitor, args.namespace)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goalkeeper", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -98,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     dev_cmd.add_argument("--namespace", default="default", help="where the step accounts go")
     dev_cmd.add_argument("-v", "--verbose", action="store_true")
     dev_cmd.set_defaults(func=_dev)
+
+    logs_cmd = sub.add_parser("logs", help="print the log of a monitor's latest step")
+    logs_cmd.add_argument("monitor", help="the Monitor's name")
+    logs_cmd.add_argument("-n", "--namespace", default="default")
+    logs_cmd.set_defaults(func=_logs)
 
     return parser
 

@@ -1,4 +1,10 @@
-"""`goalkeeper dev`: a whole local setup in the foreground; Ctrl-C stops everything."""
+"""`goalkeeper dev`: a whole local setup in the foreground; Ctrl-C stops everything.
+
+Step pods' output is kept for the whole session in a folder it prints at start
+(`GOALKEEPER_DEV_LOGS`, default `~/.cache/goalkeeper/dev-logs`, then one folder per session),
+where `goalkeeper logs MONITOR` finds it. The operator starts only once the API server
+serves the resources it watches, so its first requests do not fail.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,55 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.devcluster import ControlPlane, PodRunner
+from goalkeeper.logs import dev_logs_root
 
 ROOT = Path(__file__).resolve().parents[2]
 STEP_RBAC = ROOT / "config" / "rbac" / "steps.yaml"
 DEV_KEY_HOLDER = "goalkeeper-model"
 STOP_GRACE_SECONDS = 15
+SERVING_TIMEOUT_SECONDS = 60
+# What the operator lists and watches at start: (group, version, plural).
+WATCHED = (
+    ("goalkeeper.dev", "v1alpha1", "monitors"),
+    ("goalkeeper.dev", "v1alpha1", "monitorsteps"),
+    ("batch", "v1", "jobs"),
+)
+
+
+def session_log_dir(root: Path | None = None) -> Path:
+    """A new folder for this session's step logs."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    folder = (root or dev_logs_root()) / f"{stamp}-{os.getpid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def wait_serving(api_client: Any, timeout: float = SERVING_TIMEOUT_SECONDS) -> None:
+    """Until a LIST of each watched resource succeeds: right after a CRD is Established its
+    storage may still answer 'storage is (re)initializing'."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    custom: Any = client.CustomObjectsApi(api_client)
+    deadline = time.monotonic() + timeout
+    for group, version, plural in WATCHED:
+        while True:
+            try:
+                custom.list_cluster_custom_object(group, version, plural, limit=1)
+                break
+            except ApiException as exc:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"{plural} not served after {timeout} s: {exc.status} {exc.reason}"
+                    ) from None
+                time.sleep(0.2)
 
 
 def run_dev(settings: OperatorSettings, namespace: str = "default", verbose: bool = False) -> int:
@@ -24,6 +70,12 @@ def run_dev(settings: OperatorSettings, namespace: str = "default", verbose: boo
         signal.signal(sig, lambda *_: stop.set())
     with ControlPlane(crds_dir=ROOT / "crds") as cluster:
         cluster.kubectl("apply", "-n", namespace, "-f", str(STEP_RBAC), check=True)
+        api = cluster.api_client()
+        try:
+            wait_serving(api)
+        finally:
+            api.close()
+        logs = session_log_dir()
         env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
         api_key = os.environ.get("GOALKEEPER_MODEL_API_KEY")
         if api_key and not settings.modelApiKeySecret:
@@ -47,7 +99,8 @@ def run_dev(settings: OperatorSettings, namespace: str = "default", verbose: boo
             f"namespace {namespace}; try: kubectl apply -f examples/monitor.yaml",
             flush=True,
         )
-        with PodRunner(cluster.kubeconfig, label_selector=None):
+        print(f"step logs: {logs} (goalkeeper logs MONITOR prints the latest step's)", flush=True)
+        with PodRunner(cluster.kubeconfig, label_selector=None, log_dir=logs):
             # The operator runs exactly as in production: `goalkeeper run`, its own process.
             command = [sys.executable, "-m", "goalkeeper.cli", "run", *(["-v"] if verbose else [])]
             operator = subprocess.Popen(command, env=env, start_new_session=True)

@@ -355,3 +355,87 @@ async def test_runner_from_asyncio_with_label_selector(
         assert runner.record(namespace, "other") is None
     assert pod_runner.record(namespace, "step") is None
     assert core.read_namespaced_pod("other", namespace).status.phase == "Pending"
+
+
+def monitor_step(api_client: Any, namespace: str, name: str, seq: int) -> None:
+    from kubernetes import client
+
+    step_input = {
+        "kind": "observe",
+        "check": seq,
+        "maxChecks": 10,
+        "task": "Keep Deployment web at 3 replicas.",
+        "stopWhen": "Stop when the user asks.",
+    }
+    client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        "goalkeeper.dev",
+        "v1alpha1",
+        namespace,
+        "monitorsteps",
+        {
+            "apiVersion": "goalkeeper.dev/v1alpha1",
+            "kind": "MonitorStep",
+            "metadata": {"name": name, "labels": {"goalkeeper.dev/monitor": "nightly"}},
+            "spec": {
+                "monitor": "nightly",
+                "kind": "observe",
+                "check": seq,
+                "seq": seq,
+                "input": step_input,
+            },
+        },
+    )
+
+
+def test_logs_are_kept_by_pod_name_and_goalkeeper_logs_prints_the_latest_step(
+    api_client: Any, pod_runner: PodRunner, namespace: str
+) -> None:
+    import io
+
+    from kubernetes import client
+
+    from goalkeeper.devcluster.podrunner import log_paths
+    from goalkeeper.logs import show_logs
+
+    core = client.CoreV1Api(api_client)
+    for seq in (1, 2):
+        step = f"nightly-{seq}-observe"
+        monitor_step(api_client, namespace, step, seq)
+        script = (
+            f'import sys; print(\'{{"event":"step_end","seq":{seq}}}\'); '
+            f"sys.stderr.write('said {seq}\\n')"
+        )
+        core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {"name": f"{step}-pod", "labels": {"goalkeeper.dev/step": step}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "main", "image": "x", "command": ["python", "-c", script]}
+                    ],
+                },
+            },
+        )
+    for seq in (1, 2):
+        name = f"nightly-{seq}-observe-pod"
+        wait_for(
+            lambda name=name: core.read_namespaced_pod(name, namespace).status.phase == "Succeeded",
+            60,
+            f"pod {name}",
+        )
+    stdout, stderr = log_paths(pod_runner.log_dir, namespace, "nightly-2-observe-pod")
+    assert stdout.read_text() == '{"event":"step_end","seq":2}\n'
+    assert stderr.read_text() == "said 2\n"
+
+    out, err = io.StringIO(), io.StringIO()
+    root = pod_runner.log_dir.parent
+    assert show_logs("nightly", namespace, api_client=api_client, root=root, out=out, err=err) == 0
+    assert out.getvalue() == '{"event":"step_end","seq":2}\n--- stderr\nsaid 2\n'
+    assert "step nightly-2-observe (observe, seq 2), pod nightly-2-observe-pod: from " in (
+        err.getvalue()
+    )
+
+    out, err = io.StringIO(), io.StringIO()
+    assert show_logs("other", namespace, api_client=api_client, root=root, out=out, err=err) == 1
+    assert err.getvalue() == f"no MonitorStep of monitor other in namespace {namespace}\n"

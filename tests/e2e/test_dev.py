@@ -36,6 +36,7 @@ def processes_mentioning(text: str) -> list[int]:
 def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOALKEEPER_")}
     env["PYTHONUNBUFFERED"] = "1"
+    env["GOALKEEPER_DEV_LOGS"] = str(tmp_path / "dev-logs")
     log = (tmp_path / "dev.log").open("w+")
     dev = subprocess.Popen(
         [str(BIN / "goalkeeper"), "dev"],
@@ -92,6 +93,23 @@ def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path) -> None:
             stop_reason, 60, "the monitor to stop", lambda: (tmp_path / "dev.log").read_text()
         )
         assert "No model is configured" in message
+        # the operator's first requests found the API server ready: no ERROR line
+        text = (tmp_path / "dev.log").read_text()
+        assert [line for line in text.splitlines() if " ERROR " in line] == [], text
+        logs_line = re.search(r"^step logs: (\S+) ", text, re.M)
+        assert logs_line is not None, text
+        assert Path(logs_line.group(1)).parent == tmp_path / "dev-logs"
+        assert Path(logs_line.group(1)).is_dir()
+        shown = subprocess.run(
+            [str(BIN / "goalkeeper"), "logs", "nightly-render"],
+            env={**env, "KUBECONFIG": kubeconfig},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        # the monitor stopped before any step ran: the command says so
+        assert shown.returncode == 1, shown.stderr
+        assert shown.stderr == "no MonitorStep of monitor nightly-render in namespace default\n"
     finally:
         dev.send_signal(signal.SIGINT)
         code = dev.wait(60)

@@ -45,6 +45,13 @@ _MAX_MESSAGE = 4096
 _VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 
 
+def log_paths(log_dir: Path, namespace: str, pod: str) -> tuple[Path, Path]:
+    """Where a pod's stdout and stderr are kept: by namespace and pod name, so a reader that
+    knows the pod (`goalkeeper logs`) finds them."""
+    folder = log_dir / namespace
+    return folder / f"{pod}.stdout", folder / f"{pod}.stderr"
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -103,8 +110,9 @@ class PodRunner:
         extra_env: dict[str, str] | None = None,
         keep_logs: bool = False,
     ) -> None:
-        """`log_dir` keeps each pod's stdout/stderr (`<ns>_<pod>_<uid8>.stdout|.stderr`);
-        without one they go to a temp folder removed by `stop()` unless `keep_logs`."""
+        """`log_dir` keeps each pod's stdout/stderr (`<ns>/<pod>.stdout|.stderr`, see
+        `log_paths`); without one they go to a temp folder removed by `stop()` unless
+        `keep_logs`."""
         self.kubeconfig = Path(kubeconfig)
         self.label_selector = label_selector or None
         self.namespace = namespace
@@ -280,9 +288,8 @@ class PodRunner:
         rec.image = container.image or ""
         run_dir = self._own_dir / "run" / f"{rec.namespace}_{rec.name}_{rec.uid[:8]}"
         run_dir.mkdir(parents=True, exist_ok=True)
-        stem = f"{rec.namespace}_{rec.name}_{rec.uid[:8]}"
-        rec.stdout = self.log_dir / f"{stem}.stdout"
-        rec.stderr = self.log_dir / f"{stem}.stderr"
+        rec.stdout, rec.stderr = log_paths(self.log_dir, rec.namespace, rec.name)
+        rec.stdout.parent.mkdir(parents=True, exist_ok=True)
         message_file = run_dir / "termination-log"
         started = _now()
 
