@@ -144,10 +144,11 @@ def test_standby_takes_over_from_a_killed_leader_and_finishes_the_monitor(
     a.start()
     wait_until(lambda: lease.holder() == "a", 60, "a to take the lease", a.logs)
     b.start()
-    standby = wait_until(lambda: healthz(b_port), 60, "the standby's /healthz", b.logs)
-    assert standby == {"identity": "b", "leader": False, "holder": "a"}
-    leader = wait_until(lambda: healthz(a_port), 60, "the leader's /healthz", a.logs)
-    assert leader == {"identity": "a", "leader": True, "holder": "a"}
+    # The standby answers from its start; it names the holder once it has read the lease.
+    standby = {"identity": "b", "leader": False, "holder": "a"}
+    wait_until(lambda: healthz(b_port) == standby, 60, "the standby's /healthz", b.logs)
+    leader = {"identity": "a", "leader": True, "holder": "a"}
+    wait_until(lambda: healthz(a_port) == leader, 60, "the leader's /healthz", a.logs)
 
     # The target keeps running for the whole test; the scripted model decides the checks.
     cluster.batch.create_namespaced_job(
