@@ -298,6 +298,8 @@ def test_observe_step_reads_through_a_tool_is_refused_a_write_and_writes_its_sta
     assert len(bodies) == 3
     # the Deployment, read with the observer's token, reached the model fenced
     [deployment_text] = ModelServer.tool_results(bodies[1])
+    lead, deployment_text = deployment_text.split("\n", 1)
+    assert lead == f"Deployment {namespace}/web: ready 0 of 1 desired, updated 0, available 0"
     assert deployment_text.startswith("<<<UNTRUSTED_TARGET_DATA id=")
     assert f"Deployment {namespace}/web" in deployment_text
     assert "replicas: 1" in deployment_text
@@ -330,6 +332,20 @@ def test_observe_step_reads_through_a_tool_is_refused_a_write_and_writes_its_sta
     assert parsed.startedAt <= parsed.finishedAt
     termination = (tmp_path / "m-observe-2.termination").read_text()
     assert termination.startswith("observe Succeeded: route=act")
+    # stdout is the step log: one JSON object per line, and no key in it
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [e["event"] for e in events] == [
+        "step_start",
+        "model_request",
+        "tool_call",
+        "model_request",
+        "tool_call",
+        "model_request",
+        "step_end",
+    ]
+    assert [e.get("outcome") for e in events if e["event"] == "tool_call"] == ["ok", "refused"]
+    assert events[-1]["ok"] is True and events[-1]["route"] == "act"
+    assert "test-key" not in proc.stdout + proc.stderr
 
 
 def test_act_step_scales_a_deployment_and_verifies_it(
