@@ -988,3 +988,48 @@ def test_invalid_stored_spec_stops_as_blocked_naming_the_problem() -> None:
     stop = stopped_with(decision.effects)
     assert stop.reason is StopReason.blocked and "everyMinutes" in stop.message
     assert reject_spec(decision.status, "again", T0).effects == ()
+
+
+# --- spec edits take effect at once -------------------------------------------------------
+
+
+def waiting_loop(**spec: object) -> Loop:
+    loop = Loop(**spec)
+    loop.start()
+    loop.observe(observation("wait"))
+    assert loop.status.schedule is not None and loop.status.step is None
+    return loop
+
+
+def test_a_new_interval_moves_the_pending_check_from_the_last_one() -> None:
+    loop = waiting_loop(everyMinutes=30)
+    last = loop.status.schedule.lastCheckAt  # type: ignore[union-attr]
+    loop.later(5)
+    loop.spec = loop.spec.model_copy(update={"everyMinutes": 10})
+    effects = loop.send(Started(generation=2))
+    assert kinds(effects) == ["PublishSchedule"]
+    schedule = loop.status.schedule
+    assert schedule is not None and schedule.lastCheckAt == last
+    assert schedule.nextCheckAt == last + timedelta(minutes=10)
+    assert schedule.everyMinutes == 10
+    # A restart with the same generation leaves the timer where it is.
+    assert loop.send(Started(generation=2)) == ()
+
+
+def test_a_limit_lowered_to_the_count_stops_with_a_final_report() -> None:
+    loop = waiting_loop(maxChecks=10)
+    loop.spec = loop.spec.model_copy(update={"maxChecks": 1})
+    effects = loop.send(Started(generation=2))
+    assert kinds(effects) == ["EmitReport", "StopMonitor"]
+    report = effects[0]
+    assert isinstance(report, EmitReport) and report.final and report.check == 1
+    assert "Monitor: stopped" in report.text and "Work: running" in report.text
+    assert stopped_with(effects).reason is StopReason.safetyLimit
+    assert loop.status.reportedCheck == 1 and loop.status.checks == 1
+
+
+def test_no_check_is_pending_while_a_step_runs() -> None:
+    loop = waiting_loop()
+    loop.later(31)
+    launched(loop.send(TimerDue()))
+    assert loop.status.step is not None and loop.status.schedule is None

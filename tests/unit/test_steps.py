@@ -1,6 +1,9 @@
-"""A finished step's untrusted status is validated again and becomes one engine event."""
+"""A step's untrusted status is validated again and becomes one engine event; the
+monitor's current state says which event is due."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from tests.support.observations import observation_dict
@@ -8,11 +11,13 @@ from tests.support.observations import observation_dict
 from goalkeeper.core.engine import (
     ObservationAccepted,
     ObservationRejected,
+    Started,
     StepFailed,
     StepFinished,
+    TimerDue,
 )
-from goalkeeper.core.models import StepKind
-from goalkeeper.core.steps import step_event
+from goalkeeper.core.models import MonitorState, MonitorStatus, Schedule, StepInFlight, StepKind
+from goalkeeper.core.steps import StepFacts, next_event, step_event
 
 
 def test_running_step_stands_for_nothing_yet() -> None:
@@ -99,3 +104,52 @@ def test_observation_whose_route_contradicts_its_states_is_rejected(
     event = step_event(StepKind.observe, 5, {"phase": "Succeeded", "result": body})
     assert isinstance(event, ObservationRejected)
     assert rule in event.error
+
+
+# --- what the current state stands for ------------------------------------------------
+
+
+def _in_flight(kind: StepKind = StepKind.observe) -> MonitorStatus:
+    return MonitorStatus(
+        observedGeneration=1,
+        stepSeq=3,
+        step=StepInFlight(seq=3, kind=kind, check=1, startedAt=_NOW),
+    )
+
+
+_NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+def test_next_event_follows_the_spec_generation_first() -> None:
+    assert next_event(MonitorStatus(), 1, None, _NOW) == Started(1)
+    assert next_event(_in_flight(), 2, None, _NOW) == Started(2)
+
+
+def test_next_event_for_the_step_in_flight() -> None:
+    status = _in_flight()
+    running = StepFacts("s", True, status={"phase": "Running"})
+    assert next_event(status, 1, running, _NOW) is None
+    gone = next_event(status, 1, StepFacts("s", False), _NOW)
+    assert isinstance(gone, StepFailed) and "vanished" in gone.message and not gone.permanent
+    foreign = next_event(status, 1, StepFacts("s", True, foreign="not ours"), _NOW)
+    assert foreign == StepFailed(3, "not ours", permanent=True)
+    ended = StepFacts("s", True, status={"phase": "Running"}, job_ended="Job s was deleted")
+    assert next_event(status, 1, ended, _NOW) == StepFailed(3, "Job s was deleted")
+    forged = StepFacts("s", True, status={"phase": "Succeeded", "result": {}}, forged="no pod")
+    rejected = next_event(status, 1, forged, _NOW)
+    assert isinstance(rejected, ObservationRejected) and "no pod" in rejected.error
+
+
+def test_next_event_for_a_waiting_or_stopped_monitor() -> None:
+    later = _NOW + timedelta(minutes=5)
+    waiting = MonitorStatus(
+        observedGeneration=1,
+        checks=1,
+        schedule=Schedule(lastCheckAt=_NOW, nextCheckAt=later, everyMinutes=5),
+    )
+    assert next_event(waiting, 1, None, _NOW) is None
+    assert next_event(waiting, 1, None, later) == TimerDue()
+    stopped = waiting.model_copy(update={"monitor": MonitorState.stopped})
+    assert next_event(stopped, 1, None, later) is None
+    # Active with nothing in flight and nothing pending: a launch was lost; start again.
+    assert next_event(MonitorStatus(observedGeneration=1), 1, None, _NOW) == Started(None)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from goalkeeper.core import guards
+from goalkeeper.core.budget import fit_status
 from goalkeeper.core.models import (
     ActionKind,
     ActionRequest,
@@ -118,6 +119,9 @@ class PublishSchedule:
 class EmitReport:
     check: int
     text: str
+    # A stop report for a check already reported (maxChecks lowered below the count):
+    # its own Event, so the check's first report stays the one report of that check.
+    final: bool = False
 
 
 @dataclass(frozen=True)
@@ -226,7 +230,7 @@ class _Turn:
     def decision(self) -> Decision:
         if not self.quiet:
             self.status.conditions = _conditions(self.status, self.now)
-        return Decision(self.status, tuple(self.effects))
+        return Decision(fit_status(self.status), tuple(self.effects))
 
     def owns(self, seq: int, *, observe: bool | None) -> bool:
         """True when the event comes from the step in flight; anything else is ignored."""
@@ -240,13 +244,31 @@ class _Turn:
     # --- events ---
 
     def started(self, generation: int | None) -> None:
+        edited = generation is not None and generation != self.status.observedGeneration
         if generation is not None:
             self.status.observedGeneration = generation
         if self.status.step is not None:
             return  # a step is in flight: its result drives the next decision
         if self.status.schedule is not None and self.status.checks > 0:
+            if edited:
+                self.edited_while_waiting(self.status.schedule)
             return  # waiting: the timer drives the next decision
         self.launch_observe()
+
+    def edited_while_waiting(self, schedule: Schedule) -> None:
+        """A spec edit takes effect at once: a lowered limit stops now, a new interval
+        moves the pending check (counted from the last check)."""
+        if self.limit_reached():
+            self.stop_at_limit()
+            return
+        if schedule.everyMinutes != self.spec.everyMinutes:
+            moved = Schedule(
+                lastCheckAt=schedule.lastCheckAt,
+                nextCheckAt=schedule.lastCheckAt + self.spec.everyMinutes * self.minute,
+                everyMinutes=self.spec.everyMinutes,
+            )
+            self.status.schedule = moved
+            self.effects.append(PublishSchedule(moved))
 
     def accept(self, observation: Observation) -> None:
         st = self.status
@@ -421,9 +443,20 @@ class _Turn:
     def launch_observe(self) -> None:
         if self.limit_reached():
             # Reachable only when maxChecks was lowered below the checks already made.
-            self.stop(StopReason.safetyLimit, safety_limit_message(self.spec.maxChecks))
+            self.stop_at_limit()
             return
         self.launch(StepKind.observe, self.status.checks + 1, None)
+
+    def stop_at_limit(self) -> None:
+        """Stop at a lowered safety limit with the final report of the last check."""
+        message = safety_limit_message(self.spec.maxChecks)
+        observation = self.status.lastObservation
+        if observation is None:
+            self.stop(StopReason.safetyLimit, message)
+            return
+        stop = self.mark_stopped(StopReason.safetyLimit, message)
+        self.report(observation, final=True)
+        self.effects.append(StopMonitor(StopReason.safetyLimit, stop.message))
 
     def launch_action(self, action: ActionRequest) -> None:
         st = self.status
@@ -442,6 +475,7 @@ class _Turn:
     def launch(self, kind: StepKind, check: int, action: ActionRequest | None) -> None:
         st = self.status
         st.stepSeq += 1
+        st.schedule = None  # no check is pending while a step runs
         st.step = StepInFlight(
             seq=st.stepSeq,
             kind=kind,
@@ -502,6 +536,7 @@ class _Turn:
         *,
         next_action: str | None = None,
         next_check_minutes: int | None = None,
+        final: bool = False,
     ) -> None:
         st = self.status
         text = format_report(
@@ -518,7 +553,7 @@ class _Turn:
         )
         st.report = text
         st.reportedCheck = st.checks
-        self.effects.append(EmitReport(check=st.checks, text=text))
+        self.effects.append(EmitReport(check=st.checks, text=text, final=final))
 
     def report_and_stop(self, observation: Observation, reason: StopReason, message: str) -> None:
         stop = self.mark_stopped(reason, message)

@@ -75,9 +75,25 @@ MaybeText1000 = Annotated[str, Field(max_length=1000)]
 MaybeText2000 = Annotated[str, Field(max_length=2000)]
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, min_length=1, max_length=200)]
+# A list of short entries: 32 at most, 500 characters each, 4,000 in all. With these
+# bounds any valid observation fits a Monitor's status budget (core/budget.py).
+LIST_ENTRIES, LIST_ENTRY_MAX, LIST_TOTAL_MAX = 32, 500, 4000
+
+
+def _list_total(entries: list[str]) -> list[str]:
+    total = sum(len(entry) for entry in entries)
+    if total > LIST_TOTAL_MAX:
+        raise ValueError(f"entries must total at most {LIST_TOTAL_MAX} characters, got {total}")
+    return entries
+
+
 ShortList = Annotated[
-    list[Annotated[str, Field(min_length=1, max_length=1000)]], Field(max_length=64)
+    list[Annotated[str, Field(min_length=1, max_length=LIST_ENTRY_MAX)]],
+    Field(max_length=LIST_ENTRIES),
+    AfterValidator(_list_total),
 ]
+# Progress tracks and authorized actions an observation may list.
+TRACKS_MAX, ACTIONS_MAX = 64, 32
 
 
 # --- the public input --------------------------------------------------------------------
@@ -258,9 +274,7 @@ class ActionRequest(Model):
         description="The id of the authorized action that covers this one."
     )
     authorityBasis: MaybeText2000 = Field(description="Why existing authority covers the action.")
-    mutationSet: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=1000)]], Field(max_length=64)
-    ] = Field(description="Files, systems or resources that may change.")
+    mutationSet: ShortList = Field(description="Files, systems or resources that may change.")
     verification: Text2000 = Field(description="How to verify the action.")
     failureId: Identifier = Field(description="Stable id of the failure, from observed facts.")
     targetStateId: Identifier = Field(
@@ -282,10 +296,12 @@ class Observation(Model):
     report: Text4000 = Field(description="Concise update for the user.")
     reason: Text2000 = Field(description="Why this route.")
     contract: Contract
-    authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=64)] = Field(
+    authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=ACTIONS_MAX)] = Field(
         default_factory=list
     )
-    progress: Annotated[list[ProgressTrack], Field(min_length=1, max_length=256)] | None = None
+    progress: Annotated[list[ProgressTrack], Field(min_length=1, max_length=TRACKS_MAX)] | None = (
+        None
+    )
     observedSpend: Money | None = Field(
         default=None, description="Spend so far, as the target's own records show it."
     )
@@ -501,7 +517,9 @@ class MonitorStatus(Model):
     )
     stepSeq: Count = Field(default=0, description="Steps launched so far.")
     schedule: Schedule | None = None
-    progress: Annotated[list[TrackState], Field(max_length=256)] = Field(default_factory=list)
+    progress: Annotated[list[TrackState], Field(max_length=TRACKS_MAX)] = Field(
+        default_factory=list
+    )
     progressSummary: Annotated[str, Field(max_length=200)] = Field(
         default="", description="One line for `kubectl get`, e.g. 21/27 modules."
     )
@@ -517,7 +535,7 @@ class MonitorStatus(Model):
             "generation, then only ever narrowed."
         ),
     )
-    authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=64)] = Field(
+    authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=ACTIONS_MAX)] = Field(
         default_factory=list,
         description="The recorded authorized actions; pinned like the contract.",
     )
@@ -561,7 +579,7 @@ class StepInput(Model):
     previousObservation: Observation | None = None
     progressSummary: Annotated[str, Field(max_length=4000)] = ""
     contract: Contract | None = None
-    authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=64)] = Field(
+    authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=ACTIONS_MAX)] = Field(
         default_factory=list
     )
     action: ActionRequest | None = Field(default=None, description="For act and repair steps.")

@@ -1,8 +1,15 @@
-"""What a finished step stands for: its untrusted status turned into one engine event."""
+"""What the cluster's current state stands for: one engine event, or none.
+
+The reconciler reads the facts (the Monitor, the MonitorStep and Job of the step in
+flight) and `next_event` says what happened, so any trigger, including a periodic
+resync after a lost event, leads to the same decision. A step's status is untrusted.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -11,17 +18,75 @@ from goalkeeper.core.engine import (
     Event,
     ObservationAccepted,
     ObservationRejected,
+    Started,
     StepFailed,
     StepFinished,
+    TimerDue,
 )
 from goalkeeper.core.models import (
     ActionResult,
+    MonitorState,
+    MonitorStatus,
     MonitorStepStatus,
     Observation,
     StepErrorKind,
     StepKind,
     StepPhase,
 )
+
+TERMINAL_PHASES = frozenset({StepPhase.Succeeded.value, StepPhase.Failed.value})
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """What the cluster shows of the step in flight, named `name`."""
+
+    name: str
+    found: bool
+    # Set when the object found under the step's name belongs to someone else.
+    foreign: str | None = None
+    # The step's status as written by its pod (untrusted).
+    status: Mapping[str, Any] | None = None
+    # Why a terminal result was not written by the step's own pod.
+    forged: str | None = None
+    # Why the step's Job ended (failed, deleted) without a result.
+    job_ended: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return (self.status or {}).get("phase") in TERMINAL_PHASES
+
+
+def next_event(
+    status: MonitorStatus, generation: int | None, step: StepFacts | None, now: datetime
+) -> Event | None:
+    """The event the monitor's current state stands for; None when nothing is due.
+
+    `step` describes `status.step` and is needed only while a step is in flight.
+    """
+    if status.observedGeneration != generation:
+        return Started(generation)
+    if status.monitor is MonitorState.stopped:
+        return None
+    in_flight = status.step
+    if in_flight is not None:
+        if step is None:
+            return None
+        if not step.found:
+            return StepFailed(
+                in_flight.seq, f"MonitorStep {step.name} vanished before it wrote a result."
+            )
+        if step.foreign is not None:
+            return StepFailed(in_flight.seq, step.foreign, permanent=True)
+        if step.terminal:
+            return step_event(in_flight.kind, in_flight.seq, step.status, forged=step.forged)
+        if step.job_ended is not None:
+            return StepFailed(in_flight.seq, step.job_ended)
+        return None
+    if status.schedule is not None and status.checks > 0:
+        return TimerDue() if now >= status.schedule.nextCheckAt else None
+    return Started(None)
+
 
 ERROR_LIMIT = 2000
 

@@ -1,0 +1,119 @@
+"""Whatever the model returns, a Monitor's status and a step's input stay bounded."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from goalkeeper.core.budget import STATUS_BUDGET, cut, fit_status, status_size
+from goalkeeper.core.engine import (
+    LaunchStep,
+    ObservationAccepted,
+    Started,
+    TimerDue,
+    decide,
+)
+from goalkeeper.core.models import (
+    ACTIONS_MAX,
+    LIST_ENTRIES,
+    TRACKS_MAX,
+    MonitorSpec,
+    MonitorStatus,
+    Observation,
+)
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+LISTS = (
+    "allowedFiles",
+    "allowedSystems",
+    "allowedResources",
+    "forbiddenChanges",
+    "protectedContracts",
+    "requiredChecks",
+    "stopConditions",
+    "allowedRecoveryActions",
+)
+
+
+def maximal(route: str = "wait", n: int = 0, **extra: Any) -> Observation:
+    """An observation with every field at its bound."""
+    entry = 4000 // LIST_ENTRIES - 3
+    contract = {k: [f"{i:02d}-" + "x" * entry for i in range(LIST_ENTRIES)] for k in LISTS}
+    return Observation.model_validate(
+        {
+            "route": route,
+            "goal": "incomplete",
+            "work": "running" if route == "wait" else "idle",
+            "observation": "o" * 8000,
+            "report": "r" * 4000,
+            "reason": "e" * 2000,
+            "contract": {"goal": "g" * 8000, **contract},
+            "authorizedActions": [
+                {"id": f"a{i}-" + "i" * 190, "description": "d" * 1000} for i in range(ACTIONS_MAX)
+            ],
+            "progress": [
+                {
+                    "key": f"k{i}-" + "k" * 190,
+                    "label": "l" * 200,
+                    "status": "running",
+                    "completed": n,
+                    "total": 10**9,
+                    "unit": "u" * 40,
+                    "observedAt": (NOW + timedelta(minutes=n)).isoformat(),
+                }
+                for i in range(TRACKS_MAX)
+            ],
+            **extra,
+        }
+    )
+
+
+def test_cut_marks_what_it_cut() -> None:
+    assert cut("short", 10) == "short"
+    cut_text = cut("x" * 5000, 200)
+    assert len(cut_text) <= 200 and cut_text.endswith("more characters]")
+    assert "cut by goalkeeper" in cut_text
+
+
+def test_maximal_observations_keep_status_and_step_input_under_budget() -> None:
+    spec = MonitorSpec(task="t" * 8000, stopWhen="s" * 4000, everyMinutes=1)
+    status = decide(spec, MonitorStatus(), Started(1), NOW).status
+    now = NOW
+    largest_input = 0
+    for n in range(12):
+        assert status.step is not None
+        status = decide(
+            spec, status, ObservationAccepted(status.step.seq, maximal(n=n)), now
+        ).status
+        assert status_size(status) <= STATUS_BUDGET
+        now += timedelta(minutes=2)
+        decision = decide(spec, status, TimerDue(), now)
+        status = decision.status
+        launch = next(e for e in decision.effects if isinstance(e, LaunchStep))
+        largest_input = max(largest_input, len(launch.input.model_dump_json()))
+    assert status.checks == 12 and largest_input <= STATUS_BUDGET
+
+
+def test_an_oversized_status_is_cut_visibly_and_keeps_its_authority() -> None:
+    obs = maximal()
+    big = MonitorStatus(
+        lastObservation=obs,
+        contract=obs.contract,
+        authorizedActions=obs.authorizedActions,
+        lastRejection="j" * 4000,
+    )
+    fitted = fit_status(big, budget=90_000)
+    assert status_size(fitted) <= 90_000
+    assert fitted.contract == obs.contract and fitted.authorizedActions == obs.authorizedActions
+    assert fitted.lastObservation is not None and fitted.lastObservation.progress is None
+    assert "cut by goalkeeper" in fitted.lastObservation.observation
+    assert "cut by goalkeeper" in (fitted.lastRejection or "")
+
+
+def test_a_status_within_budget_is_only_deduplicated() -> None:
+    obs = maximal()
+    status = MonitorStatus(lastObservation=obs)
+    fitted = fit_status(status)
+    assert fitted.lastObservation is not None
+    assert fitted.lastObservation.observation == obs.observation
+    assert fitted.lastObservation.progress is None
