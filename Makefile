@@ -29,11 +29,13 @@ image:
 
 crds: install
 	$(BIN)/goalkeeper crds
+	$(BIN)/goalkeeper crds --out charts/goalkeeper/crds
 
 lint: install
 	$(BIN)/ruff check operator tests bench
 	$(BIN)/ruff format --check operator tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Unit tests, then the cluster and end-to-end tests against a real local control plane.
 test: install k8s helm lint

@@ -1,7 +1,8 @@
-"""kopf handlers: cluster facts in, engine events out. Thin by design.
+"""kopf handlers: each cluster event only names the Monitor it concerns. Thin by design.
 
 Only watch-event handlers are used: they need no finalizer (deleting a Monitor is never
-blocked) and write no kopf bookkeeping into the resources.
+blocked) and write no kopf bookkeeping into the resources. What happened is worked out
+by the reconcile from the current state, never from the event itself.
 """
 
 from __future__ import annotations
@@ -10,12 +11,10 @@ import logging
 from typing import Any
 
 import kopf
-from pydantic import ValidationError
 
-from goalkeeper.controller.manifests import GROUP, LABEL_STEP, VERSION
-from goalkeeper.controller.reconciler import TERMINAL_PHASES, Reconciler
-from goalkeeper.core.engine import Started
-from goalkeeper.core.models import MonitorStatus
+from goalkeeper.controller.manifests import ANNOTATION_MONITOR, GROUP, LABEL_STEP, VERSION
+from goalkeeper.controller.workqueue import WorkQueue
+from goalkeeper.core.steps import TERMINAL_PHASES
 
 log = logging.getLogger("goalkeeper.handlers")
 
@@ -28,13 +27,6 @@ def register(registry: kopf.OperatorRegistry) -> None:
     )
 
 
-def _status(body: Any) -> MonitorStatus | None:
-    try:
-        return MonitorStatus.model_validate(dict(body.get("status") or {}))
-    except ValidationError:
-        return None
-
-
 async def on_monitor(
     *,
     event: kopf.RawEvent,
@@ -45,57 +37,32 @@ async def on_monitor(
     **_: Any,
 ) -> None:
     assert namespace is not None  # Monitors are namespaced
-    reconciler: Reconciler = memo.reconciler
+    queue: WorkQueue = memo.queue
     if event.get("type") == "DELETED":
         # Garbage collection removes the steps, Jobs and pods; nothing more is reported.
         log.info("%s/%s deleted: cancelled", namespace, name)
-        reconciler.forget(namespace, name)
+        queue.forget(namespace, name)
         return
-    generation = body.get("metadata", {}).get("generation")
-    status = _status(body)
-    if status is None or status.observedGeneration != generation:
-        await reconciler.apply(namespace, name, Started(generation))
-    elif event.get("type") is None:
-        # The operator (re)started: a result it missed while down is settled now.
-        await reconciler.verify_step_in_flight(namespace, dict(body))
-    if status is not None:
-        reconciler.arm_timer(namespace, name, status)
+    queue.observe(namespace, name, body)
 
 
 async def on_step(
     *, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
 ) -> None:
-    if event.get("type") == "DELETED" or namespace is None:
+    monitor = (body.get("spec") or {}).get("monitor")
+    if namespace is None or not isinstance(monitor, str):
         return
-    if (body.get("status") or {}).get("phase") not in TERMINAL_PHASES:
-        return
-    reconciler: Reconciler = memo.reconciler
-    await reconciler.step_result(namespace, dict(body))
+    if event.get("type") == "DELETED" or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        memo.queue.trigger(namespace, monitor)
 
 
 async def on_job(
-    *,
-    event: kopf.RawEvent,
-    body: kopf.Body,
-    name: str,
-    namespace: str | None,
-    memo: Any,
-    **_: Any,
+    *, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
 ) -> None:
-    assert namespace is not None  # Jobs are namespaced
-    failure = _failure(body)
-    if event.get("type") == "DELETED":
-        failure = f"Job {name} was deleted before the step wrote a result."
-    if failure is None:
+    monitor = (body.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_MONITOR)
+    if namespace is None or not isinstance(monitor, str):
         return
-    reconciler: Reconciler = memo.reconciler
-    await reconciler.job_ended(namespace, dict(body), failure)
-
-
-def _failure(job: Any) -> str | None:
-    for condition in (job.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Failed" and condition.get("status") == "True":
-            reason = condition.get("reason") or "Failed"
-            detail = condition.get("message") or "the step's pod failed"
-            return f"Job {job['metadata']['name']} failed ({reason}): {detail}"
-    return None
+    conditions = (body.get("status") or {}).get("conditions") or []
+    failed = any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
+    if event.get("type") == "DELETED" or failed:
+        memo.queue.trigger(namespace, monitor)

@@ -21,6 +21,9 @@ LABEL_MONITOR = f"{GROUP}/monitor"
 LABEL_STEP = f"{GROUP}/step"
 LABEL_KIND = f"{GROUP}/kind"
 LABEL_SEQ = f"{GROUP}/seq"
+# The monitor's full name on its step Jobs (a label value may be shortened): a Job event
+# names the monitor to reconcile without a read.
+ANNOTATION_MONITOR = f"{GROUP}/monitor-name"
 MAX_NAME = 63  # Job names become pod label values
 STEP_UID = 65532  # the distroless "nonroot" user
 POD_TMP = "/tmp"  # noqa: S108 - inside the step container: its own emptyDir
@@ -114,7 +117,8 @@ def step_job(step: Manifest, settings: OperatorSettings) -> Manifest:
         "metadata": {
             "name": meta["name"],
             "namespace": meta["namespace"],
-            "labels": labels,
+            "labels": {**labels, LABEL_SEQ: str(step["spec"]["seq"])},
+            "annotations": {ANNOTATION_MONITOR: step["spec"]["monitor"]},
             "ownerReferences": [owner(API_VERSION, "MonitorStep", meta["name"], meta["uid"])],
         },
         "spec": {

@@ -1,59 +1,51 @@
-"""Carries the engine's decisions out in a cluster. Decides nothing itself.
+"""One level-based reconcile per Monitor: read the current state, ask the core what it
+stands for and what to do, carry that out, write the status. Decides nothing itself.
 
-One `apply` per engine event: read the Monitor, ask the engine, carry out the effects,
-then write the status with an optimistic lock. Effects come first and are idempotent
-(deterministic names, AlreadyExists is success), so a crash between them and the status
-write is repaired by the same event arriving again: nothing is lost, nothing is doubled.
+Any trigger only names the monitor (see workqueue.py), so a missed or failed event is
+healed by the next one. Effects come before the status write and are idempotent
+(deterministic names; an object found under its name is used only when it is ours), so
+a failure or a crash between them and the write is repaired by reconciling again: the
+same state leads to the same decision, the same names, and nothing doubles.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from goalkeeper.controller import manifests
-from goalkeeper.controller.manifests import GROUP, LABEL_MONITOR, VERSION
+from goalkeeper.controller.api import AlreadyExists, Api, Conflict, NotFound
+from goalkeeper.controller.manifests import LABEL_MONITOR
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core.engine import (
     Decision,
     EmitReport,
-    Event,
     LaunchStep,
     PublishSchedule,
     StepFailed,
     StopMonitor,
-    TimerDue,
     decide,
     halt,
     reject_spec,
 )
-from goalkeeper.core.models import (
-    MonitorSpec,
-    MonitorState,
-    MonitorStatus,
-    StepKind,
-    StepPhase,
-    StopReason,
-)
-from goalkeeper.core.steps import describe_errors, step_event
+from goalkeeper.core.models import MonitorSpec, MonitorStatus, StepKind, StopReason
+from goalkeeper.core.steps import TERMINAL_PHASES, StepFacts, describe_errors, next_event
 
 log = logging.getLogger("goalkeeper.reconciler")
 
-TERMINAL_PHASES = frozenset({StepPhase.Succeeded.value, StepPhase.Failed.value})
 POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+# A reconcile goes on while each round changes the status (a launched step may already
+# have finished); this bounds one pass, the next trigger carries on.
+MAX_ROUNDS = 8
 
 Body = dict[str, Any]
-# Finds the event from the monitor as just read; None when there is nothing to decide.
-EventFinder = Callable[[Body, MonitorStatus], Awaitable["Event | None"]]
-CONFLICT_RETRIES = 5
+Key = tuple[str, str]
 
 
 class ForeignObject(Exception):
@@ -72,71 +64,167 @@ def _foreign(kind: str, found: Body, ours: str) -> str:
     )
 
 
+def read_status(monitor: Body) -> MonitorStatus | None:
+    """The monitor's status, or None (logged) when it cannot be read."""
+    try:
+        return MonitorStatus.model_validate(monitor.get("status") or {})
+    except ValidationError as error:
+        meta = monitor.get("metadata") or {}
+        log.error(
+            "%s/%s: status is unreadable, not touching it: %s",
+            meta.get("namespace"),
+            meta.get("name"),
+            describe_errors(error),
+        )
+        return None
+
+
 class Reconciler:
     def __init__(
-        self,
-        api_client: Any,
-        settings: OperatorSettings,
-        clock: Callable[[], datetime] = utcnow,
+        self, api: Api, settings: OperatorSettings, clock: Callable[[], datetime] = utcnow
     ) -> None:
+        self.api = api
         self.settings = settings
         self.clock = clock
-        self.api_client = api_client
-        # Plain dicts in and out: the typed models of the client add nothing here.
-        self.custom: Any = client.CustomObjectsApi(api_client)
-        self.core: Any = client.CoreV1Api(api_client)
-        self.batch: Any = client.BatchV1Api(api_client)
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
-        self._timers: dict[tuple[str, str], tuple[datetime, asyncio.Task[None]]] = {}
+        # The resourceVersion each monitor settled at, so the watch event of our own
+        # status write needs no second reconcile.
+        self.settled: dict[Key, str] = {}
 
-    # --- the one way state changes ---
+    # --- the reconcile ---
 
-    async def apply(self, namespace: str, name: str, event: Event) -> None:
-        """Decide on one event for one monitor and carry the decision out.
+    async def reconcile(self, namespace: str, name: str) -> MonitorStatus | None:
+        """Bring one monitor forward from its current state.
 
-        A result from a step that is no longer in flight needs no filtering here: the
-        engine ignores it, the status stays as it was, and nothing is written.
+        Returns the status it settled at, or None when the monitor is gone or unreadable.
+        API failures raise the typed errors of `api`; the work queue retries them.
         """
-
-        async def given(_: Body, __: MonitorStatus) -> Event:
-            return event
-
-        await self._apply(namespace, name, given)
-
-    async def _apply(self, namespace: str, name: str, find: EventFinder) -> None:
         key = (namespace, name)
-        async with self._locks.setdefault(key, asyncio.Lock()):
-            for _ in range(CONFLICT_RETRIES):
-                monitor = await self._get_monitor(namespace, name)
-                if monitor is None:
-                    return
-                try:
-                    status = MonitorStatus.model_validate(monitor.get("status") or {})
-                except ValidationError as error:
-                    log.error("%s/%s: status is unreadable, not touching it: %s", *key, error)
-                    return
-                event = await find(monitor, status)
-                if event is None:
-                    return
-                decision = await self._decide(monitor, status, event)
-                if decision.status == status:
-                    return
-                if await self._write_status(monitor, decision.status):
-                    self.arm_timer(namespace, name, decision.status)
-                    return
-            log.warning("%s/%s: status kept changing; the next event retries", *key)
+        monitor = await self._read_monitor(namespace, name)
+        status: MonitorStatus | None = None
+        for _ in range(MAX_ROUNDS):
+            if monitor is None:
+                self.settled.pop(key, None)
+                return None
+            status = read_status(monitor)
+            if status is None:
+                return None
+            decision = await self._round(monitor, status)
+            if decision is None or decision.status == status:
+                self.settled[key] = monitor["metadata"]["resourceVersion"]
+                return status
+            try:
+                monitor = await self.api.patch_monitor_status(
+                    namespace,
+                    name,
+                    monitor["metadata"]["resourceVersion"],
+                    decision.status.model_dump(mode="json"),
+                )
+            except Conflict:
+                # Someone wrote in between: decide again from what is there now.
+                monitor = await self._read_monitor(namespace, name)
+            except NotFound:
+                monitor = None
+        log.info("%s/%s: still moving after %d rounds; continuing", namespace, name, MAX_ROUNDS)
+        return status
 
-    async def _decide(self, monitor: Body, status: MonitorStatus, event: Event) -> Decision:
+    async def _read_monitor(self, namespace: str, name: str) -> Body | None:
+        try:
+            return await self.api.get_monitor(namespace, name)
+        except NotFound:
+            return None
+
+    async def _round(self, monitor: Body, status: MonitorStatus) -> Decision | None:
         now = self.clock()
         try:
             spec = MonitorSpec.model_validate(monitor.get("spec") or {})
         except ValidationError as error:
-            decision = reject_spec(status, describe_errors(error), now)
-            return await self._carry_out(monitor, None, decision)
+            return await self._carry_out(
+                monitor, None, reject_spec(status, describe_errors(error), now)
+            )
+        facts = await self._step_facts(monitor, status) if status.step is not None else None
+        meta = monitor["metadata"]
+        event = next_event(status, meta.get("generation"), facts, now)
+        if event is None:
+            log.debug("%s/%s: nothing to do", meta["namespace"], meta["name"])
+            return None
         decision = decide(spec, status, event, now, minute=self.settings.minute)
-        name = monitor["metadata"]["name"]
-        log.debug("%s: %s -> %s", name, type(event).__name__, decision.effects)
+        log.debug("%s/%s: %s -> %s", meta["namespace"], meta["name"], event, decision.effects)
         return await self._carry_out(monitor, spec, decision)
+
+    # --- the facts of the step in flight ---
+
+    async def _step_facts(self, monitor: Body, status: MonitorStatus) -> StepFacts:
+        meta = monitor["metadata"]
+        namespace = meta["namespace"]
+        step = status.step
+        assert step is not None
+        name = manifests.step_name(meta["name"], meta["uid"], step.seq, step.kind)
+        found = await self._get(self.api.get_step, namespace, name)
+        if found is None:
+            return StepFacts(name, found=False)
+        if not manifests.owned_by(found, meta["uid"]):
+            return StepFacts(
+                name, True, foreign=_foreign("MonitorStep", found, f"Monitor {meta['name']}")
+            )
+        if (found.get("status") or {}).get("phase") not in TERMINAL_PHASES:
+            ended = await self._job_ended(namespace, found)
+            if ended is None:
+                return StepFacts(name, True, status=found.get("status"))
+            # The pod writes its result before it exits: look once more before calling
+            # a Job that just ended a step without a result.
+            found = await self._get(self.api.get_step, namespace, name)
+            if found is None:
+                return StepFacts(name, found=False)
+            if (found.get("status") or {}).get("phase") not in TERMINAL_PHASES:
+                return StepFacts(name, True, status=found.get("status"), job_ended=ended)
+        forged = await self._provenance(namespace, found)
+        return StepFacts(name, True, status=found.get("status"), forged=forged)
+
+    async def _job_ended(self, namespace: str, step: Body) -> str | None:
+        """Why the step's Job ended without a result, or None while it may still write one."""
+        name = step["metadata"]["name"]
+        job = await self._get(self.api.get_job, namespace, name)
+        if job is None:
+            return f"Job {name} was deleted before the step wrote a result."
+        if not manifests.owned_by(job, step["metadata"]["uid"]):
+            return f"Job {name} does not belong to the step."
+        for condition in (job.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "Failed" and condition.get("status") == "True":
+                reason = condition.get("reason") or "Failed"
+                detail = condition.get("message") or "the step's pod failed"
+                return f"Job {name} failed ({reason}): {detail}"
+        return None
+
+    async def _provenance(self, namespace: str, step: Body) -> str | None:
+        """Why the step's result was not written by the step's own pod; None when it was.
+
+        The admission policy already refuses other writers; this is the operator's own
+        check that the pod named in the result is its Job's, and the Job the step's.
+        """
+        step_name = step["metadata"]["name"]
+        pod_ref = (step.get("status") or {}).get("pod") or {}
+        pod_name, pod_uid = pod_ref.get("name"), pod_ref.get("uid")
+        if not isinstance(pod_name, str) or not POD_NAME.fullmatch(pod_name):
+            return "the result names no valid pod"
+        pod = await self._get(self.api.get_pod, namespace, pod_name)
+        if pod is None or pod["metadata"].get("uid") != pod_uid:
+            return f"pod {pod_name} with the uid the result names does not exist"
+        job = await self._get(self.api.get_job, namespace, step_name)
+        if job is None or not manifests.owned_by(job, step["metadata"]["uid"]):
+            return f"Job {step_name} is missing or does not belong to the step"
+        if not manifests.owned_by(pod, job["metadata"]["uid"]):
+            return f"pod {pod_name} is not a pod of Job {step_name}"
+        return None
+
+    @staticmethod
+    async def _get(read: Callable[[str, str], Any], namespace: str, name: str) -> Body | None:
+        try:
+            found: Body = await read(namespace, name)
+        except NotFound:
+            return None
+        return found
+
+    # --- effects ---
 
     async def _carry_out(
         self, monitor: Body, spec: MonitorSpec | None, decision: Decision
@@ -152,6 +240,7 @@ class Reconciler:
         self, monitor: Body, spec: MonitorSpec | None, decision: Decision
     ) -> Decision:
         meta = monitor["metadata"]
+        where = f"{meta['namespace']}/{meta['name']}"
         for effect in decision.effects:
             match effect:
                 case LaunchStep():
@@ -169,29 +258,13 @@ class Reconciler:
                         )
                         return await self._carry_out(monitor, spec, followup)
                 case EmitReport():
-                    log.info(
-                        "%s/%s check %d:\n%s",
-                        meta["namespace"],
-                        meta["name"],
-                        effect.check,
-                        effect.text,
-                    )
-                    await self._event(monitor, f"check-{effect.check}", "Report", effect.text)
+                    log.info("%s check %d:\n%s", where, effect.check, effect.text)
+                    what = f"check-{effect.check}" + ("-final" if effect.final else "")
+                    await self._event(monitor, what, "Report", effect.text)
                 case PublishSchedule():
-                    log.info(
-                        "%s/%s next check at %s",
-                        meta["namespace"],
-                        meta["name"],
-                        effect.schedule.nextCheckAt.isoformat(),
-                    )
+                    log.info("%s next check at %s", where, effect.schedule.nextCheckAt.isoformat())
                 case StopMonitor():
-                    log.info(
-                        "%s/%s stopped (%s): %s",
-                        meta["namespace"],
-                        meta["name"],
-                        effect.reason,
-                        effect.message,
-                    )
+                    log.info("%s stopped (%s): %s", where, effect.reason, effect.message)
                     await self._event(
                         monitor,
                         "stopped",
@@ -200,8 +273,6 @@ class Reconciler:
                         warning=effect.reason is not StopReason.goalComplete,
                     )
         return decision
-
-    # --- effects ---
 
     async def _preflight(self, namespace: str, kind: StepKind) -> str | None:
         """A missing dependency that no retry can fix, named for the user."""
@@ -212,15 +283,11 @@ class Reconciler:
             if kind is StepKind.observe
             else self.settings.actorServiceAccount
         )
-        try:
-            await asyncio.to_thread(self.core.read_namespaced_service_account, account, namespace)
-        except ApiException as error:
-            if error.status == 404:
-                return (
-                    f"ServiceAccount {account} is missing in namespace {namespace}; "
-                    f"the {kind} step runs as it."
-                )
-            raise
+        if await self._get(self.api.get_service_account, namespace, account) is None:
+            return (
+                f"ServiceAccount {account} is missing in namespace {namespace}; "
+                f"the {kind} step runs as it."
+            )
         return None
 
     async def _launch(self, monitor: Body, launch: LaunchStep) -> None:
@@ -228,44 +295,55 @@ class Reconciler:
         meta = monitor["metadata"]
         namespace = meta["namespace"]
         step = manifests.monitor_step(monitor, launch)
-        created = await self._create(
-            lambda: self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, "monitorsteps", step
-            ),
-            lambda: self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, "monitorsteps", step["metadata"]["name"]
-            ),
-        )
+        try:
+            created = await self.api.create_step(namespace, step)
+            fresh = True
+        except AlreadyExists:
+            created = await self.api.get_step(namespace, step["metadata"]["name"])
+            fresh = False
         if not manifests.owned_by(created, meta["uid"]):
             raise ForeignObject(_foreign("MonitorStep", created, f"Monitor {meta['name']}"))
         job = manifests.step_job(created, self.settings)
-        job["metadata"]["labels"][manifests.LABEL_SEQ] = str(launch.seq)
-        found = await self._create(
-            lambda: self.batch.create_namespaced_job(namespace, job),
-            lambda: self.batch.read_namespaced_job(job["metadata"]["name"], namespace),
-        )
+        found = await self._get(self.api.get_job, namespace, job["metadata"]["name"])
+        if found is None and not fresh and launch.kind is not StepKind.observe:
+            # An earlier attempt made this step; its Job may have run and been deleted.
+            # A mutation runs at most once: the next round finds the Job gone and
+            # verifies by observing instead.
+            log.warning(
+                "%s/%s: %s step %s has no Job; not starting its action a second time",
+                namespace,
+                meta["name"],
+                launch.kind,
+                job["metadata"]["name"],
+            )
+            return
+        if found is None:
+            found = await self._create(self.api.create_job, self.api.get_job, namespace, job)
         if not manifests.owned_by(found, created["metadata"]["uid"]):
             raise ForeignObject(_foreign("Job", found, f"MonitorStep {step['metadata']['name']}"))
         log.info(
             "%s/%s launched %s step %s",
             namespace,
-            monitor["metadata"]["name"],
+            meta["name"],
             launch.kind,
             step["metadata"]["name"],
         )
         await self._prune(monitor, keep_seq=launch.seq)
 
-    async def _create(self, create: Callable[[], Any], read: Callable[[], Any]) -> Body:
-        """The created object, or the one that already had its name (AlreadyExists), as
-        the API's own JSON: the caller checks that an existing one is really its own."""
+    @staticmethod
+    async def _create(
+        create: Callable[[str, Body], Any],
+        read: Callable[[str, str], Any],
+        namespace: str,
+        body: Body,
+    ) -> Body:
+        """The created object, or the one that already had its name: the caller checks
+        that an existing one is really its own."""
         try:
-            result = await asyncio.to_thread(create)
-        except ApiException as error:
-            if error.status != 409:
-                raise
-            result = await asyncio.to_thread(read)
-        found: Body = self.api_client.sanitize_for_serialization(result)
-        return found
+            made: Body = await create(namespace, body)
+        except AlreadyExists:
+            made = await read(namespace, body["metadata"]["name"])
+        return made
 
     async def _event(
         self, monitor: Body, what: str, reason: str, message: str, warning: bool = False
@@ -280,8 +358,7 @@ class Reconciler:
             now=self.clock(),
         )
         found = await self._create(
-            lambda: self.core.create_namespaced_event(meta["namespace"], body),
-            lambda: self.core.read_namespaced_event(body["metadata"]["name"], meta["namespace"]),
+            self.api.create_event, self.api.get_event, meta["namespace"], body
         )
         if (found.get("involvedObject") or {}).get("uid") != meta["uid"]:
             raise ForeignObject(_foreign("Event", found, f"Monitor {meta['name']}"))
@@ -289,208 +366,14 @@ class Reconciler:
     async def _prune(self, monitor: Body, keep_seq: int) -> None:
         """Keep the newest `stepHistory` MonitorSteps; GC takes their Jobs and pods."""
         meta = monitor["metadata"]
-        listed = await asyncio.to_thread(
-            self.custom.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            meta["namespace"],
-            "monitorsteps",
-            label_selector=f"{LABEL_MONITOR}={manifests.label_value(meta['name'])}",
+        listed = await self.api.list_steps(
+            meta["namespace"], f"{LABEL_MONITOR}={manifests.label_value(meta['name'])}"
         )
-        steps = [
-            s for s in listed.get("items", []) if s.get("spec", {}).get("monitor") == meta["name"]
-        ]
+        steps = [s for s in listed if manifests.owned_by(s, meta["uid"])]
         steps.sort(key=lambda s: int(s["spec"]["seq"]))
         excess = len(steps) - self.settings.stepHistory
         for old in steps[: max(excess, 0)]:
             if int(old["spec"]["seq"]) == keep_seq:
                 continue
-            try:
-                await asyncio.to_thread(
-                    self.custom.delete_namespaced_custom_object,
-                    GROUP,
-                    VERSION,
-                    meta["namespace"],
-                    "monitorsteps",
-                    old["metadata"]["name"],
-                    propagation_policy="Background",
-                )
-            except ApiException as error:
-                if error.status != 404:
-                    raise
-
-    # --- reads and the status write ---
-
-    async def _get_monitor(self, namespace: str, name: str) -> Body | None:
-        return await self._get("monitors", namespace, name)
-
-    async def get_step(self, namespace: str, name: str) -> Body | None:
-        return await self._get("monitorsteps", namespace, name)
-
-    async def _get(self, plural: str, namespace: str, name: str) -> Body | None:
-        try:
-            return await asyncio.to_thread(
-                self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-
-    async def _write_status(self, monitor: Body, status: MonitorStatus) -> bool:
-        meta = monitor["metadata"]
-        body = {
-            "metadata": {"resourceVersion": meta["resourceVersion"]},
-            "status": status.model_dump(mode="json"),
-        }
-        try:
-            await asyncio.to_thread(
-                self.custom.patch_namespaced_custom_object_status,
-                GROUP,
-                VERSION,
-                meta["namespace"],
-                "monitors",
-                meta["name"],
-                body,
-                _content_type="application/merge-patch+json",
-            )
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            raise
-        return True
-
-    # --- the wait timer ---
-
-    def arm_timer(self, namespace: str, name: str, status: MonitorStatus) -> None:
-        """Sleep until `nextCheckAt` when the monitor waits; nothing polls meanwhile."""
-        key = (namespace, name)
-        waiting = (
-            status.monitor is MonitorState.active
-            and status.step is None
-            and status.schedule is not None
-        )
-        current = self._timers.get(key)
-        if not waiting:
-            self.disarm(namespace, name)
-            return
-        assert status.schedule is not None
-        due = status.schedule.nextCheckAt
-        if current is not None and current[0] == due and not current[1].done():
-            return
-        self.disarm(namespace, name)
-        self._timers[key] = (due, asyncio.get_running_loop().create_task(self._fire(key, due)))
-
-    def disarm(self, namespace: str, name: str) -> None:
-        entry = self._timers.pop((namespace, name), None)
-        if entry is not None and entry[1] is not asyncio.current_task():
-            entry[1].cancel()
-
-    def forget(self, namespace: str, name: str) -> None:
-        self.disarm(namespace, name)
-        self._locks.pop((namespace, name), None)
-
-    async def _fire(self, key: tuple[str, str], due: datetime) -> None:
-        delay = (due - self.clock()).total_seconds()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        log.info("%s/%s timer due", *key)
-        try:
-            await self.apply(*key, TimerDue())
-        except Exception:
-            log.exception("%s/%s: timer failed; it fires again on the next monitor event", *key)
-            self._timers.pop(key, None)
-
-    # --- step results, accepted only from the step's own pod ---
-
-    async def step_result(self, namespace: str, step: Body) -> None:
-        """A MonitorStep reached a terminal phase: decide on its result."""
-        spec = step.get("spec") or {}
-        try:
-            kind, seq, monitor = StepKind(spec["kind"]), int(spec["seq"]), str(spec["monitor"])
-        except (KeyError, ValueError, TypeError):
-            return
-
-        async def find(body: Body, status: MonitorStatus) -> Event | None:
-            if not manifests.owned_by(step, body["metadata"]["uid"]):
-                log.info(
-                    "%s/%s: ignored MonitorStep %s, which belongs to another incarnation",
-                    namespace,
-                    monitor,
-                    step["metadata"]["name"],
-                )
-                return None  # garbage collection takes it with its own monitor
-            if status.step is None or status.step.seq != seq:
-                return None  # not in flight: the engine would ignore it, so nothing to read
-            forged = await self._provenance(namespace, step)
-            return step_event(kind, seq, step.get("status"), forged=forged)
-
-        await self._apply(namespace, monitor, find)
-
-    async def job_ended(self, namespace: str, job: Body, message: str) -> None:
-        """A step's Job failed or vanished: the step failed unless it wrote a result."""
-        step = await self.get_step(namespace, job["metadata"]["labels"][manifests.LABEL_STEP])
-        if step is None or not manifests.owned_by(job, step["metadata"]["uid"]):
-            return  # pruned, garbage-collected with its monitor, or not this step's Job
-        if (step.get("status") or {}).get("phase") in TERMINAL_PHASES:
-            return  # the step wrote its result; that result decides
-        seq = int(step["spec"]["seq"])
-
-        async def find(body: Body, _: MonitorStatus) -> Event | None:
-            if not manifests.owned_by(step, body["metadata"]["uid"]):
-                return None
-            return StepFailed(seq, message)
-
-        await self._apply(namespace, step["spec"]["monitor"], find)
-
-    async def _provenance(self, namespace: str, step: Body) -> str | None:
-        """Why the step's result was not written by the step's own pod; None when it was.
-
-        The admission policy already refuses other writers; this is the operator's own
-        check that the pod named in the result is its Job's, and the Job the step's.
-        """
-        step_name = step["metadata"]["name"]
-        pod_ref = (step.get("status") or {}).get("pod") or {}
-        pod_name, pod_uid = pod_ref.get("name"), pod_ref.get("uid")
-        if not isinstance(pod_name, str) or not POD_NAME.fullmatch(pod_name):
-            return "the result names no valid pod"
-        pod = await self._read(lambda: self.core.read_namespaced_pod(pod_name, namespace))
-        if pod is None or pod["metadata"].get("uid") != pod_uid:
-            return f"pod {pod_name} with the uid the result names does not exist"
-        job = await self._read(lambda: self.batch.read_namespaced_job(step_name, namespace))
-        if job is None or not manifests.owned_by(job, step["metadata"]["uid"]):
-            return f"Job {step_name} is missing or does not belong to the step"
-        if not manifests.owned_by(pod, job["metadata"]["uid"]):
-            return f"pod {pod_name} is not a pod of Job {step_name}"
-        return None
-
-    async def _read(self, read: Callable[[], Any]) -> Body | None:
-        try:
-            found: Body = self.api_client.sanitize_for_serialization(await asyncio.to_thread(read))
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return found
-
-    # --- finding lost steps after a restart ---
-
-    async def verify_step_in_flight(self, namespace: str, monitor: Body) -> None:
-        """After a restart: a step whose result or object was missed is settled now."""
-        meta = monitor["metadata"]
-        try:
-            step = MonitorStatus.model_validate(monitor.get("status") or {}).step
-        except ValidationError:
-            return
-        if step is None:
-            return
-        step_name = manifests.step_name(meta["name"], meta["uid"], step.seq, step.kind)
-        found = await self.get_step(namespace, step_name)
-        if found is None:
-            message = f"MonitorStep {step_name} vanished before it wrote a result."
-            await self.apply(namespace, meta["name"], StepFailed(step.seq, message))
-        elif not manifests.owned_by(found, meta["uid"]):
-            message = _foreign("MonitorStep", found, f"Monitor {meta['name']}")
-            await self.apply(namespace, meta["name"], StepFailed(step.seq, message, permanent=True))
-        elif (found.get("status") or {}).get("phase") in TERMINAL_PHASES:
-            await self.step_result(namespace, found)
+            with contextlib.suppress(NotFound):
+                await self.api.delete_step(meta["namespace"], old["metadata"]["name"])

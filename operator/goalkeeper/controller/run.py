@@ -16,11 +16,13 @@ import kopf
 from kubernetes import client, config
 
 from goalkeeper.controller import metrics
+from goalkeeper.controller.api import KubeApi
 from goalkeeper.controller.handlers import register
 from goalkeeper.controller.leader import LeaderElector, standby_health
 from goalkeeper.controller.manifests import GROUP
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
+from goalkeeper.controller.workqueue import WorkQueue
 
 log = logging.getLogger("goalkeeper.operator")
 # Probes and scrapes come from outside the pod: the kubelet and Prometheus.
@@ -119,7 +121,14 @@ async def _run_kopf(
     ready_flag: asyncio.Event | None,
     leadership: Callable[[], dict[str, Any]],
 ) -> None:
-    reconciler = Reconciler(api, settings)
+    reconciler = Reconciler(KubeApi(api), settings)
+    queue = WorkQueue(
+        reconciler.reconcile,
+        resync_seconds=settings.resyncSeconds,
+        settled=reconciler.settled,
+        on_error=metrics.record_error,
+        on_retry=metrics.record_retry,
+    )
     if not settings.model:
         log.warning("GOALKEEPER_MODEL is not set: monitors will stop with that reason")
     log.info(
@@ -130,16 +139,21 @@ async def _run_kopf(
     liveness = (
         f"http://{ANY_ADDRESS}:{settings.healthPort}/healthz" if settings.healthPort else None
     )
-    await kopf.operator(
-        registry=build_registry(),
-        clusterwide=not settings.namespaces,
-        namespaces=settings.namespaces,
-        standalone=True,
-        memo=kopf.Memo(reconciler=reconciler, leadership=leadership),
-        stop_flag=stop_flag,
-        ready_flag=ready_flag,
-        liveness_endpoint=liveness,
-    )
+    resync = asyncio.get_running_loop().create_task(queue.resync_forever())
+    try:
+        await kopf.operator(
+            registry=build_registry(),
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
+            standalone=True,
+            memo=kopf.Memo(queue=queue, leadership=leadership),
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+            liveness_endpoint=liveness,
+        )
+    finally:
+        resync.cancel()
+        await queue.close()
 
 
 async def _follow(source: asyncio.Event, target: asyncio.Event) -> None:

@@ -1,0 +1,234 @@
+"""The Kubernetes calls the reconciler makes, with their errors typed once.
+
+Every call runs in a worker thread (the client is synchronous) and answers the API's own
+JSON as plain dicts. Failures become one of a few exceptions, so the reconciler and the
+work queue decide by kind, never by status code: `NotFound`, `Conflict` (a stale
+resourceVersion), `AlreadyExists`, `Transient` (5xx, 429, timeouts, dropped connections:
+worth a retry) and `Permanent` (any other refusal: retrying the same request cannot help).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+import ssl
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import urllib3.exceptions
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from goalkeeper.controller.manifests import GROUP, VERSION
+
+Body = dict[str, Any]
+
+
+class ApiError(Exception):
+    """A Kubernetes API call failed; `status` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    pass
+
+
+class AlreadyExists(ApiError):
+    pass
+
+
+class Transient(ApiError):
+    """Worth retrying; `retry_after` is the server's own hint in seconds, when it gave one."""
+
+    def __init__(self, message: str, status: int | None = None, retry_after: float | None = None):
+        super().__init__(message, status)
+        self.retry_after = retry_after
+
+
+class Permanent(ApiError):
+    pass
+
+
+_NETWORK_ERRORS = (
+    urllib3.exceptions.HTTPError,
+    http.client.HTTPException,
+    ConnectionError,
+    TimeoutError,
+    socket.timeout,
+    ssl.SSLError,
+)
+
+
+def typed(error: BaseException, what: str) -> ApiError:
+    """The typed form of a client error raised while doing `what`."""
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, ApiException):
+        status = int(error.status or 0)
+        message = f"{what}: {status} {error.reason or ''}".strip()
+        if status == 404:
+            return NotFound(message, status)
+        if status == 409:
+            reason = _reason(error)
+            return (AlreadyExists if reason == "AlreadyExists" else Conflict)(message, status)
+        if status == 429 or status >= 500 or status == 0:
+            return Transient(message, status, _retry_after(error))
+        return Permanent(message, status)
+    if isinstance(error, _NETWORK_ERRORS):
+        return Transient(f"{what}: {type(error).__name__}: {error}")
+    raise error
+
+
+def _reason(error: ApiException) -> str:
+    try:
+        return str(json.loads(error.body or "{}").get("reason") or "")
+    except (ValueError, AttributeError):
+        return ""
+
+
+def _retry_after(error: ApiException) -> float | None:
+    headers = error.headers or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class Api(Protocol):
+    """What the reconciler needs of the cluster; a fake implements it in unit tests."""
+
+    async def get_monitor(self, namespace: str, name: str) -> Body: ...
+    async def patch_monitor_status(
+        self, namespace: str, name: str, resource_version: str, status: Body
+    ) -> Body: ...
+    async def get_step(self, namespace: str, name: str) -> Body: ...
+    async def create_step(self, namespace: str, body: Body) -> Body: ...
+    async def list_steps(self, namespace: str, label_selector: str) -> list[Body]: ...
+    async def delete_step(self, namespace: str, name: str) -> None: ...
+    async def get_job(self, namespace: str, name: str) -> Body: ...
+    async def create_job(self, namespace: str, body: Body) -> Body: ...
+    async def get_pod(self, namespace: str, name: str) -> Body: ...
+    async def get_event(self, namespace: str, name: str) -> Body: ...
+    async def create_event(self, namespace: str, body: Body) -> Body: ...
+    async def get_service_account(self, namespace: str, name: str) -> Body: ...
+
+
+class KubeApi:
+    """`Api` over the official client."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._client = api_client
+        # Plain dicts in and out: the typed models of the client add nothing here.
+        self.custom: Any = client.CustomObjectsApi(api_client)
+        self.core: Any = client.CoreV1Api(api_client)
+        self.batch: Any = client.BatchV1Api(api_client)
+
+    async def _call(self, what: str, call: Callable[[], Any]) -> Body:
+        try:
+            result = await asyncio.to_thread(call)
+        except Exception as error:  # every client failure leaves here typed
+            raise typed(error, what) from error
+        answer: Body = self._client.sanitize_for_serialization(result) or {}
+        return answer
+
+    async def get_monitor(self, namespace: str, name: str) -> Body:
+        return await self._call(
+            f"read Monitor {namespace}/{name}",
+            lambda: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "monitors", name
+            ),
+        )
+
+    async def patch_monitor_status(
+        self, namespace: str, name: str, resource_version: str, status: Body
+    ) -> Body:
+        body = {"metadata": {"resourceVersion": resource_version}, "status": status}
+        return await self._call(
+            f"write the status of Monitor {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                "monitors",
+                name,
+                body,
+                _content_type="application/merge-patch+json",
+            ),
+        )
+
+    async def get_step(self, namespace: str, name: str) -> Body:
+        return await self._call(
+            f"read MonitorStep {namespace}/{name}",
+            lambda: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "monitorsteps", name
+            ),
+        )
+
+    async def create_step(self, namespace: str, body: Body) -> Body:
+        return await self._call(
+            f"create MonitorStep {namespace}/{body['metadata']['name']}",
+            lambda: self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, "monitorsteps", body
+            ),
+        )
+
+    async def list_steps(self, namespace: str, label_selector: str) -> list[Body]:
+        listed = await self._call(
+            f"list MonitorSteps in {namespace}",
+            lambda: self.custom.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, "monitorsteps", label_selector=label_selector
+            ),
+        )
+        return list(listed.get("items") or [])
+
+    async def delete_step(self, namespace: str, name: str) -> None:
+        await self._call(
+            f"delete MonitorStep {namespace}/{name}",
+            lambda: self.custom.delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, "monitorsteps", name, propagation_policy="Background"
+            ),
+        )
+
+    async def get_job(self, namespace: str, name: str) -> Body:
+        return await self._call(
+            f"read Job {namespace}/{name}", lambda: self.batch.read_namespaced_job(name, namespace)
+        )
+
+    async def create_job(self, namespace: str, body: Body) -> Body:
+        return await self._call(
+            f"create Job {namespace}/{body['metadata']['name']}",
+            lambda: self.batch.create_namespaced_job(namespace, body),
+        )
+
+    async def get_pod(self, namespace: str, name: str) -> Body:
+        return await self._call(
+            f"read Pod {namespace}/{name}", lambda: self.core.read_namespaced_pod(name, namespace)
+        )
+
+    async def get_event(self, namespace: str, name: str) -> Body:
+        return await self._call(
+            f"read Event {namespace}/{name}",
+            lambda: self.core.read_namespaced_event(name, namespace),
+        )
+
+    async def create_event(self, namespace: str, body: Body) -> Body:
+        return await self._call(
+            f"create Event {namespace}/{body['metadata']['name']}",
+            lambda: self.core.create_namespaced_event(namespace, body),
+        )
+
+    async def get_service_account(self, namespace: str, name: str) -> Body:
+        return await self._call(
+            f"read ServiceAccount {namespace}/{name}",
+            lambda: self.core.read_namespaced_service_account(name, namespace),
+        )

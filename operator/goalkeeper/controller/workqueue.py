@@ -1,0 +1,194 @@
+"""Triggers in, reconciles out: one worker per monitor, retries, timers and a resync.
+
+Every trigger (a watch event, a timer, the periodic resync) only names a monitor. The
+monitor's worker coalesces triggers that arrive while it runs, runs one reconcile at a
+time, and retries a transient API failure with capped exponential backoff and jitter;
+a permanent one is logged and retried at the cap, never dropped. The wait timer and
+the resync work from the last status seen on the watch, so a waiting monitor whose
+timer is not due costs no API request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from goalkeeper.controller.api import Permanent, Transient
+from goalkeeper.core.models import MonitorState, MonitorStatus
+from goalkeeper.core.steps import next_event
+
+log = logging.getLogger("goalkeeper.workqueue")
+
+Key = tuple[str, str]
+Reconcile = Callable[[str, str], Awaitable[MonitorStatus | None]]
+
+BACKOFF_FIRST = 0.5
+BACKOFF_CAP = 30.0
+# At most this many monitors are triggered by one resync pass; the rest by the next.
+RESYNC_BATCH = 200
+
+
+def backoff(attempt: int, rng: random.Random, hint: float | None = None) -> float:
+    """Seconds before retry `attempt` (0-based): doubling from BACKOFF_FIRST up to the
+    cap, with ±20% jitter so many monitors do not retry in step; a server hint wins."""
+    if hint is not None and hint > 0:
+        return min(hint, BACKOFF_CAP)
+    base = min(BACKOFF_FIRST * 2**attempt, BACKOFF_CAP)
+    return float(base * rng.uniform(0.8, 1.2))
+
+
+@dataclass
+class Seen:
+    """What the watch last showed of a monitor, enough to know whether it needs work."""
+
+    active: bool
+    in_flight: bool
+    next_check: datetime | None
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class WorkQueue:
+    def __init__(
+        self,
+        reconcile: Reconcile,
+        *,
+        resync_seconds: float,
+        settled: Mapping[Key, str] | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+        rng: random.Random | None = None,
+        on_error: Callable[[str], None] | None = None,
+        on_retry: Callable[[], None] | None = None,
+    ) -> None:
+        self._reconcile = reconcile
+        self.resync_seconds = resync_seconds
+        self._settled = settled if settled is not None else {}
+        self._clock = clock
+        self._rng = rng or random.Random()  # noqa: S311 - retry jitter, not a secret
+        self._on_error = on_error or (lambda _: None)
+        self._on_retry = on_retry or (lambda: None)
+        self._dirty: set[Key] = set()
+        self._workers: dict[Key, asyncio.Task[None]] = {}
+        self._timers: dict[Key, tuple[datetime, asyncio.TimerHandle]] = {}
+        self.seen: dict[Key, Seen] = {}
+
+    # --- triggers ---
+
+    def trigger(self, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        self._dirty.add(key)
+        worker = self._workers.get(key)
+        if worker is None or worker.done():
+            self._workers[key] = asyncio.get_running_loop().create_task(self._work(key))
+
+    def observe(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        """A Monitor as the watch shows it: trigger only when it needs a reconcile."""
+        key = (namespace, name)
+        meta = body.get("metadata") or {}
+        try:
+            status = MonitorStatus.model_validate(dict(body.get("status") or {}))
+        except ValueError:
+            self.trigger(namespace, name)  # the reconcile reports what is wrong
+            return
+        self._remember(key, status)
+        if meta.get("resourceVersion") == self._settled.get(key):
+            return  # our own write, already settled
+        due = next_event(status, meta.get("generation"), None, self._clock())
+        if status.step is not None or due is not None:
+            self.trigger(namespace, name)
+
+    def forget(self, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        self.seen.pop(key, None)
+        self._disarm(key)
+        self._dirty.discard(key)
+
+    # --- the worker ---
+
+    async def _work(self, key: Key) -> None:
+        attempt = 0
+        while key in self._dirty:
+            self._dirty.discard(key)
+            try:
+                status = await self._reconcile(*key)
+            except Transient as error:
+                delay = backoff(attempt, self._rng, error.retry_after)
+                log.warning("%s/%s: %s; retrying in %.1f s", *key, error, delay)
+            except Permanent as error:
+                delay = BACKOFF_CAP
+                log.error("%s/%s: %s; retrying in %.0f s", *key, error, delay)
+                self._on_error("permanent")
+            except Exception:
+                delay = BACKOFF_CAP
+                log.exception("%s/%s: reconcile failed; retrying in %.0f s", *key, delay)
+                self._on_error("internal")
+            else:
+                attempt = 0
+                if status is None:
+                    self.forget(*key)
+                else:
+                    self._remember(key, status)
+                continue
+            attempt += 1
+            self._on_retry()
+            await asyncio.sleep(delay)
+            self._dirty.add(key)
+        self._workers.pop(key, None)
+
+    # --- the wait timer ---
+
+    def _remember(self, key: Key, status: MonitorStatus) -> None:
+        active = status.monitor is MonitorState.active
+        waiting = active and status.step is None and status.schedule is not None
+        next_check = status.schedule.nextCheckAt if waiting and status.schedule else None
+        self.seen[key] = Seen(active, status.step is not None, next_check)
+        if next_check is None:
+            self._disarm(key)
+            return
+        current = self._timers.get(key)
+        if current is not None and current[0] == next_check:
+            return
+        self._disarm(key)
+        delay = max((next_check - self._clock()).total_seconds(), 0.0)
+        handle = asyncio.get_running_loop().call_later(delay, self.trigger, *key)
+        self._timers[key] = (next_check, handle)
+
+    def _disarm(self, key: Key) -> None:
+        entry = self._timers.pop(key, None)
+        if entry is not None:
+            entry[1].cancel()
+
+    # --- the resync ---
+
+    def due_for_resync(self) -> list[Key]:
+        """Monitors a lost event may have left behind: a step in flight, or a due timer."""
+        now = self._clock()
+        due = [
+            key
+            for key, seen in self.seen.items()
+            if seen.active
+            and (seen.in_flight or (seen.next_check is not None and seen.next_check <= now))
+            and key not in self._workers
+        ]
+        return due[:RESYNC_BATCH]
+
+    async def resync_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.resync_seconds)
+            for key in self.due_for_resync():
+                self.trigger(*key)
+
+    async def close(self) -> None:
+        for key in list(self._timers):
+            self._disarm(key)
+        workers = list(self._workers.values())
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)

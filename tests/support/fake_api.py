@@ -1,0 +1,148 @@
+"""A small in-memory fake of the three APIs the reconciler uses (custom objects, core,
+batch), implementing `goalkeeper.controller.api.Api`, that can fail any call on demand:
+the way production kopf operators test handlers without a cluster."""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from itertools import count
+from typing import Any
+
+from goalkeeper.controller.api import AlreadyExists, ApiError, Conflict, NotFound
+
+Body = dict[str, Any]
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386, as the API server applies `application/merge-patch+json`."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], Body] = {}
+        self.calls: list[tuple[str, str]] = []
+        self._faults: dict[str, list[ApiError]] = defaultdict(list)
+        self._versions = count(1)
+        self._uids = count(1)
+
+    # --- the test's side ---
+
+    def fail(self, method: str, error: ApiError, times: int = 1) -> None:
+        """The next `times` calls of `method` raise `error` (after doing nothing)."""
+        self._faults[method].extend([error] * times)
+
+    def put(self, kind: str, body: Body) -> Body:
+        meta = body.setdefault("metadata", {})
+        meta.setdefault("uid", f"uid-{next(self._uids):04d}")
+        meta.setdefault("generation", 1)
+        meta["resourceVersion"] = str(next(self._versions))
+        self.objects[(kind, meta.get("namespace", "ns"), meta["name"])] = body
+        return copy.deepcopy(body)
+
+    def get(self, kind: str, namespace: str, name: str) -> Body | None:
+        found = self.objects.get((kind, namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def all(self, kind: str) -> list[Body]:
+        return [copy.deepcopy(v) for (k, _, _), v in sorted(self.objects.items()) if k == kind]
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        self.objects.pop((kind, namespace, name), None)
+
+    def count(self, method: str) -> int:
+        return sum(1 for called, _ in self.calls if called == method)
+
+    # --- helpers ---
+
+    def _enter(self, method: str, name: str) -> None:
+        self.calls.append((method, name))
+        if self._faults[method]:
+            raise self._faults[method].pop(0)
+
+    def _read(self, kind: str, namespace: str, name: str) -> Body:
+        found = self.get(kind, namespace, name)
+        if found is None:
+            raise NotFound(f"{kind} {namespace}/{name} not found", 404)
+        return found
+
+    def _create(self, kind: str, namespace: str, body: Body) -> Body:
+        name = body["metadata"]["name"]
+        if (kind, namespace, name) in self.objects:
+            raise AlreadyExists(f"{kind} {namespace}/{name} already exists", 409)
+        made = copy.deepcopy(body)
+        made["metadata"]["namespace"] = namespace
+        made["metadata"].pop("uid", None)
+        return self.put(kind, made)
+
+    # --- the Api protocol ---
+
+    async def get_monitor(self, namespace: str, name: str) -> Body:
+        self._enter("get_monitor", name)
+        return self._read("Monitor", namespace, name)
+
+    async def patch_monitor_status(
+        self, namespace: str, name: str, resource_version: str, status: Body
+    ) -> Body:
+        self._enter("patch_monitor_status", name)
+        current = self._read("Monitor", namespace, name)
+        if current["metadata"]["resourceVersion"] != resource_version:
+            raise Conflict("the object has been modified", 409)
+        current["status"] = merge_patch(current.get("status") or {}, status)
+        return self.put("Monitor", current)
+
+    async def get_step(self, namespace: str, name: str) -> Body:
+        self._enter("get_step", name)
+        return self._read("MonitorStep", namespace, name)
+
+    async def create_step(self, namespace: str, body: Body) -> Body:
+        self._enter("create_step", body["metadata"]["name"])
+        return self._create("MonitorStep", namespace, body)
+
+    async def list_steps(self, namespace: str, label_selector: str) -> list[Body]:
+        self._enter("list_steps", label_selector)
+        key, _, value = label_selector.partition("=")
+        return [
+            s
+            for s in self.all("MonitorStep")
+            if s["metadata"].get("namespace") == namespace
+            and (s["metadata"].get("labels") or {}).get(key) == value
+        ]
+
+    async def delete_step(self, namespace: str, name: str) -> None:
+        self._enter("delete_step", name)
+        self._read("MonitorStep", namespace, name)
+        self.delete("MonitorStep", namespace, name)
+
+    async def get_job(self, namespace: str, name: str) -> Body:
+        self._enter("get_job", name)
+        return self._read("Job", namespace, name)
+
+    async def create_job(self, namespace: str, body: Body) -> Body:
+        self._enter("create_job", body["metadata"]["name"])
+        return self._create("Job", namespace, body)
+
+    async def get_pod(self, namespace: str, name: str) -> Body:
+        self._enter("get_pod", name)
+        return self._read("Pod", namespace, name)
+
+    async def get_event(self, namespace: str, name: str) -> Body:
+        self._enter("get_event", name)
+        return self._read("Event", namespace, name)
+
+    async def create_event(self, namespace: str, body: Body) -> Body:
+        self._enter("create_event", body["metadata"]["name"])
+        return self._create("Event", namespace, body)
+
+    async def get_service_account(self, namespace: str, name: str) -> Body:
+        self._enter("get_service_account", name)
+        return self._read("ServiceAccount", namespace, name)

@@ -1,0 +1,226 @@
+"""The reconciler without a cluster: a fake of the APIs that fails calls on demand.
+
+Each test drives one monitor the way the cluster would (a step's pod writes its result)
+and checks that whatever fails in between, reconciling again from the current state
+converges with nothing lost and nothing doubled.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from tests.support.fake_api import FakeApi
+from tests.support.observations import action, observation_dict
+
+from goalkeeper.controller import manifests
+from goalkeeper.controller.api import Conflict, Transient
+from goalkeeper.controller.reconciler import Reconciler
+from goalkeeper.controller.settings import OperatorSettings
+from goalkeeper.core.models import StepKind
+
+NS = "team-a"
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    fake = FakeApi()
+    for account in ("goalkeeper-observer", "goalkeeper-actor"):
+        fake.put("ServiceAccount", {"metadata": {"name": account, "namespace": NS}})
+    fake.put(
+        "Monitor",
+        {
+            "apiVersion": "goalkeeper.dev/v1alpha1",
+            "kind": "Monitor",
+            "metadata": {"name": "build", "namespace": NS},
+            "spec": {"task": "Finish the build.", "everyMinutes": 5, "maxChecks": 10},
+        },
+    )
+    return fake
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def reconciler(api: FakeApi, clock: Clock) -> Reconciler:
+    return Reconciler(api, OperatorSettings(model="openai:m", timeScale=1), clock=clock)
+
+
+def status(api: FakeApi) -> dict[str, Any]:
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    return dict(monitor.get("status") or {})
+
+
+def step_in_flight(api: FakeApi) -> dict[str, Any]:
+    step = status(api)["step"]
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    name = manifests.step_name(
+        "build", monitor["metadata"]["uid"], step["seq"], StepKind(step["kind"])
+    )
+    found = api.get("MonitorStep", NS, name)
+    assert found is not None, f"MonitorStep {name} exists"
+    return found
+
+
+def finish(api: FakeApi, result: dict[str, Any], *, own_pod: bool = True) -> None:
+    """The step's pod writes its result, as the admission policy lets only it."""
+    step = step_in_flight(api)
+    name = step["metadata"]["name"]
+    job = api.get("Job", NS, name)
+    assert job is not None
+    owner = job if own_pod else {"metadata": {"uid": "someone-else"}}
+    pod = api.put(
+        "Pod",
+        {
+            "metadata": {
+                "name": f"{name}-x7k2p",
+                "namespace": NS,
+                "ownerReferences": [
+                    {"kind": "Job", "uid": owner["metadata"]["uid"], "controller": True}
+                ],
+            }
+        },
+    )
+    step["status"] = {
+        "phase": "Succeeded",
+        "result": result,
+        "pod": {"name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]},
+    }
+    api.objects[("MonitorStep", NS, name)] = step
+
+
+async def test_a_new_monitor_launches_its_first_observe_step(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["observedGeneration"] == 1 and st["step"]["kind"] == "observe"
+    step = step_in_flight(api)
+    assert api.get("Job", NS, step["metadata"]["name"]) is not None
+    # Reconciling again changes nothing and creates nothing.
+    before = len(api.calls)
+    await reconciler.reconcile(NS, "build")
+    assert api.count("create_step") == 1 and api.count("create_job") == 1
+    assert api.count("patch_monitor_status") == 1 and len(api.calls) > before
+
+
+async def test_a_failed_status_write_after_the_report_doubles_nothing(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("wait"))
+    api.fail("patch_monitor_status", Transient("500 Internal Server Error", 500))
+    with pytest.raises(Transient):
+        await reconciler.reconcile(NS, "build")
+    assert len(api.all("Event")) == 1, "the report was emitted before the write failed"
+    assert status(api)["checks"] == 0
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["checks"] == 1 and st["reportedCheck"] == 1 and st["schedule"]
+    assert [e["reason"] for e in api.all("Event")] == ["Report"]
+
+
+async def test_a_conflict_decides_again_from_what_is_there(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("wait"))
+    api.fail("patch_monitor_status", Transient("reset", None))
+    with pytest.raises(Transient):
+        await reconciler.reconcile(NS, "build")
+    # Someone else touched the Monitor meanwhile: the stale write conflicts and is redone.
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    api.put("Monitor", monitor)
+    api.fail("patch_monitor_status", Conflict("modified", 409))
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["checks"] == 1
+    assert len(api.all("Event")) == 1
+
+
+async def test_a_result_from_a_pod_outside_the_job_is_rejected(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("wait"), own_pod=False)
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["checks"] == 0 and "is not a pod of Job" in st["lastRejection"]
+    assert st["step"]["seq"] == 2, "observed again"
+    assert api.all("Event") == []
+
+
+async def test_a_step_that_vanished_is_observed_again(api: FakeApi, reconciler: Reconciler) -> None:
+    await reconciler.reconcile(NS, "build")
+    step = step_in_flight(api)
+    api.delete("MonitorStep", NS, step["metadata"]["name"])
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["step"]["seq"] == 2 and st["stepFailureStreak"] == 1
+
+
+async def test_an_act_step_whose_job_is_gone_is_not_started_twice(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("act", work="idle", action=action()))
+    api.fail("patch_monitor_status", Transient("timeout", None))
+    with pytest.raises(Transient):
+        await reconciler.reconcile(NS, "build")
+    act_step = next(s for s in api.all("MonitorStep") if s["spec"]["kind"] == "act")
+    # Its Job ran and was deleted by hand before the operator wrote that it launched.
+    api.delete("Job", NS, act_step["metadata"]["name"])
+    await reconciler.reconcile(NS, "build")
+    act_jobs = [name for method, name in api.calls if method == "create_job" and "-act-" in name]
+    assert act_jobs == [act_step["metadata"]["name"]], "the act Job is never created twice"
+    st = status(api)
+    assert st["lastAction"]["outcome"] == "failed"
+    assert "deleted before the step wrote a result" in st["lastAction"]["evidence"]
+    assert st["step"]["kind"] == "observe", "the effect is verified by observing"
+
+
+async def test_a_squatted_step_name_stops_the_monitor_and_is_left_alone(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    taken = manifests.step_name("build", monitor["metadata"]["uid"], 1, StepKind.observe)
+    api.put("MonitorStep", {"metadata": {"name": taken, "namespace": NS}, "spec": {"seq": 1}})
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["monitor"] == "stopped" and st["stop"]["reason"] == "blocked"
+    assert taken in st["stop"]["message"] and api.all("Job") == []
+    assert api.get("MonitorStep", NS, taken) == {
+        "metadata": {**api.objects[("MonitorStep", NS, taken)]["metadata"]},
+        "spec": {"seq": 1},
+    }
+
+
+async def test_a_due_timer_is_found_from_status_alone(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("wait"))
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["schedule"]["everyMinutes"] == 5
+    clock.now += timedelta(seconds=4)  # timeScale 1: five minutes are five seconds
+    await reconciler.reconcile(NS, "build")
+    assert "step" not in status(api) or status(api).get("step") is None
+    clock.now += timedelta(seconds=2)
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["step"]["check"] == 2

@@ -1,0 +1,132 @@
+"""The work queue: retries with backoff, coalesced triggers, the wait timer, the resync."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import UTC, datetime, timedelta
+
+from goalkeeper.controller.api import Permanent, Transient
+from goalkeeper.controller.workqueue import BACKOFF_CAP, WorkQueue, backoff
+from goalkeeper.core.models import MonitorStatus, Schedule, StepInFlight, StepKind
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+def waiting(next_check: datetime) -> MonitorStatus:
+    return MonitorStatus(
+        checks=1,
+        observedGeneration=1,
+        schedule=Schedule(lastCheckAt=T0, nextCheckAt=next_check, everyMinutes=1),
+    )
+
+
+def test_backoff_doubles_to_a_cap_with_jitter_and_honours_the_server() -> None:
+    rng = random.Random(7)  # noqa: S311 - jitter
+    delays = [backoff(n, rng) for n in range(12)]
+    assert 0.4 <= delays[0] <= 0.6 and 0.8 <= delays[1] <= 1.2
+    assert all(d <= BACKOFF_CAP * 1.2 for d in delays) and delays[-1] >= BACKOFF_CAP * 0.8
+    assert backoff(0, rng, hint=7) == 7 and backoff(3, rng, hint=999) == BACKOFF_CAP
+
+
+async def test_a_transient_failure_is_retried_until_it_succeeds() -> None:
+    calls: list[float] = []
+    done = asyncio.Event()
+
+    async def reconcile(namespace: str, name: str) -> MonitorStatus:
+        calls.append(asyncio.get_running_loop().time())
+        if len(calls) < 3:
+            raise Transient("503 Service Unavailable", 503, retry_after=0.05)
+        done.set()
+        return MonitorStatus()
+
+    retries: list[int] = []
+    queue = WorkQueue(reconcile, resync_seconds=60, on_retry=lambda: retries.append(1))
+    queue.trigger("ns", "m")
+    await asyncio.wait_for(done.wait(), 10)
+    assert len(calls) == 3 and len(retries) == 2
+    assert calls[1] - calls[0] >= 0.04, "waited for the server's Retry-After"
+    await queue.close()
+
+
+async def test_a_permanent_failure_is_logged_and_kept_for_a_later_retry() -> None:
+    errors: list[str] = []
+    reported = asyncio.Event()
+
+    async def reconcile(namespace: str, name: str) -> MonitorStatus:
+        raise Permanent("403 Forbidden", 403)
+
+    def on_error(kind: str) -> None:
+        errors.append(kind)
+        reported.set()
+
+    queue = WorkQueue(reconcile, resync_seconds=60, on_error=on_error)
+    queue.trigger("ns", "m")
+    await asyncio.wait_for(reported.wait(), 10)
+    assert errors == ["permanent"]
+    assert ("ns", "m") in queue._workers, "still scheduled: nothing is dropped"
+    await queue.close()
+
+
+async def test_triggers_during_a_reconcile_coalesce_into_one_more() -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+    runs = 0
+
+    async def reconcile(namespace: str, name: str) -> MonitorStatus:
+        nonlocal runs
+        runs += 1
+        started.set()
+        await release.wait()
+        return MonitorStatus()
+
+    queue = WorkQueue(reconcile, resync_seconds=60)
+    queue.trigger("ns", "m")
+    await started.wait()
+    for _ in range(5):
+        queue.trigger("ns", "m")
+    worker = queue._workers[("ns", "m")]
+    release.set()
+    await asyncio.wait_for(worker, 10)
+    assert runs == 2
+    await queue.close()
+
+
+async def test_the_wait_timer_fires_a_reconcile_at_the_next_check() -> None:
+    fired = asyncio.Event()
+    clock = {"now": T0}
+
+    async def reconcile(namespace: str, name: str) -> MonitorStatus:
+        fired.set()
+        return MonitorStatus()
+
+    queue = WorkQueue(reconcile, resync_seconds=60, clock=lambda: clock["now"])
+    body = {
+        "metadata": {"resourceVersion": "5", "generation": 1},
+        "status": waiting(T0 + timedelta(seconds=0.2)).model_dump(mode="json"),
+    }
+    queue.observe("ns", "m", body)
+    assert not fired.is_set(), "not due yet: no reconcile, so no API request"
+    await asyncio.wait_for(fired.wait(), 10)
+    await queue.close()
+
+
+async def test_resync_picks_only_monitors_that_need_work() -> None:
+    clock = {"now": T0}
+
+    async def reconcile(namespace: str, name: str) -> MonitorStatus:
+        return MonitorStatus()
+
+    queue = WorkQueue(reconcile, resync_seconds=60, clock=lambda: clock["now"])
+    in_flight = MonitorStatus(
+        observedGeneration=1,
+        stepSeq=1,
+        step=StepInFlight(seq=1, kind=StepKind.observe, check=1, startedAt=T0),
+    )
+    for name, status in [
+        ("later", waiting(T0 + timedelta(hours=1))),
+        ("due", waiting(T0 - timedelta(seconds=1))),
+        ("busy", in_flight),
+    ]:
+        queue._remember(("ns", name), status)
+    assert sorted(queue.due_for_resync()) == [("ns", "busy"), ("ns", "due")]
+    await queue.close()
