@@ -9,6 +9,7 @@ import socket
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +213,22 @@ def test_clean_shutdown_hands_the_lease_to_the_standby_at_once(
     print(f"\nlease handed over {handed:.2f} s after a clean stop")
     # The standby polls every third of the lease; it never waits for the expiry.
     assert handed < LEASE_SECONDS / 3 + 1, handed
+
+
+def test_leader_that_loses_the_lease_exits_non_zero(
+    lease: Lease, replicas: dict[str, tuple[OperatorProcess, int]]
+) -> None:
+    a, _ = replicas["a"]
+    a.start()
+    wait_until(lambda: lease.holder() == "a", 60, "a to take the lease", a.logs)
+    # Another holder appears (a partition healed the other way): a must stop at once.
+    taken = lease.api.read_namespaced_lease(LEASE, LEASE_NS)
+    taken.spec.holder_identity = "intruder"
+    taken.spec.lease_duration_seconds = 60
+    taken.spec.renew_time = datetime.now(UTC)
+    lease.api.replace_namespaced_lease(LEASE, LEASE_NS, taken)
+    assert a.proc is not None
+    wait_until(lambda: a.proc.poll() is not None, LEASE_SECONDS, "a to exit", a.logs)
+    assert a.proc.returncode == 1
+    assert "lost lease" in a.logs()
+    assert lease.holder() == "intruder"

@@ -302,9 +302,14 @@ class LeaderElector:
         log.info("%s: released lease %s/%s", self.identity, self.namespace, self.name)
 
     async def _call(self, method: Callable[..., Any], *args: Any) -> Any:
-        # A request may not outlive the time the leader has left to renew.
-        timeout = max(self.lease_seconds * RENEW_DEADLINE / 2, 1.0)
-        return await asyncio.to_thread(method, *args, _request_timeout=timeout)
+        # A leader's request may not outlive its renew deadline, so it exits before expiry.
+        if self.leading:
+            deadline = self._renewed + self.lease_seconds * RENEW_DEADLINE
+            timeout = max(deadline - time.monotonic(), 0.2)
+        else:
+            timeout = max(self.period, 1.0)
+        call = asyncio.to_thread(method, *args, _request_timeout=timeout)
+        return await asyncio.wait_for(call, timeout + 0.5)
 
     def _failed(
         self, error: Exception, lease: LeaseSpec | None
