@@ -102,13 +102,13 @@ class Metrics:
         )
         self.errors = Counter(
             "goalkeeper_reconcile_errors_total",
-            "Reconciles that raised, by what triggered them.",
+            "Reconciles that failed, by kind of failure (transient, permanent, internal).",
             ["kind"],
             registry=r,
         )
         self.retries = Counter(
             "goalkeeper_reconcile_retries_total",
-            "Status writes retried after a conflict.",
+            "Reconciles retried after a failure.",
             registry=r,
         )
         self.leader = Gauge(
@@ -203,12 +203,13 @@ def record_decision(
 
 
 def record_error(kind: str) -> None:
-    """A reconcile raised; `kind` names its trigger: monitor, step, job, timer or resync."""
+    """A reconcile failed; `kind` is `transient` (worth a retry: 5xx, 429, timeouts),
+    `permanent` (the API refused the request) or `internal` (a bug: any other exception)."""
     METRICS.record_error(kind)
 
 
 def record_retry() -> None:
-    """A status write met a conflict and the reconcile reads the monitor again."""
+    """A failed reconcile is scheduled again (after its backoff)."""
     METRICS.record_retry()
 
 

@@ -205,11 +205,11 @@ def test_monitors_gauge_follows_the_last_status_of_each_monitor() -> None:
 
 def test_errors_retries_and_leadership() -> None:
     metrics = Metrics()
-    metrics.record_error("timer")
-    metrics.record_error("timer")
+    metrics.record_error("transient")
+    metrics.record_error("transient")
     metrics.record_retry()
     metrics.set_leader(True)
-    assert value(metrics, "goalkeeper_reconcile_errors_total", kind="timer") == 2
+    assert value(metrics, "goalkeeper_reconcile_errors_total", kind="transient") == 2
     assert value(metrics, "goalkeeper_reconcile_retries_total") == 1
     assert value(metrics, "goalkeeper_leader") == 1
 
@@ -217,7 +217,7 @@ def test_errors_retries_and_leadership() -> None:
 def test_metrics_are_served_over_http(unused_tcp_port: int) -> None:
     metrics = Metrics()
     metrics.set_monitor(NS, "a", MonitorStatus())
-    metrics.record_error("monitor")
+    metrics.record_error("internal")
     server = serve(unused_tcp_port, "127.0.0.1", metrics)
     try:
         url = f"http://127.0.0.1:{unused_tcp_port}/metrics"
@@ -227,5 +227,5 @@ def test_metrics_are_served_over_http(unused_tcp_port: int) -> None:
         server.shutdown()
         server.server_close()
     assert 'goalkeeper_monitors{goal="unknown",monitor_state="active",work="unknown"} 1.0' in text
-    assert 'goalkeeper_reconcile_errors_total{kind="monitor"} 1.0' in text
+    assert 'goalkeeper_reconcile_errors_total{kind="internal"} 1.0' in text
     assert "# TYPE goalkeeper_step_duration_seconds histogram" in text
