@@ -9,6 +9,7 @@ import socket
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,14 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def scrape(port: int) -> str | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+    except OSError:
+        return None
 
 
 def healthz(port: int) -> dict[str, Any] | None:
@@ -87,6 +96,13 @@ def lease(api_client: Any, operator_kubeconfig: Path) -> Lease:
     return found
 
 
+@dataclass
+class Replica:
+    process: OperatorProcess
+    health_port: int
+    metrics_port: int
+
+
 @pytest.fixture
 def replicas(
     operator_kubeconfig: Path,
@@ -94,13 +110,13 @@ def replicas(
     model: ModelServer,
     tmp_path: Path,
     request: pytest.FixtureRequest,
-) -> Iterator[dict[str, tuple[OperatorProcess, int]]]:
-    """Replicas a and b of the operator, not yet started, each with its health port."""
-    made: dict[str, tuple[OperatorProcess, int]] = {}
+) -> Iterator[dict[str, Replica]]:
+    """Replicas a and b of the operator, not yet started, each with its own ports."""
+    made: dict[str, Replica] = {}
     for identity in ("a", "b"):
         log_dir = tmp_path / identity
         log_dir.mkdir()
-        port = free_port()
+        port, metrics_port = free_port(), free_port()
         process = OperatorProcess(
             operator_kubeconfig,
             target_ns,
@@ -112,15 +128,16 @@ def replicas(
             GOALKEEPER_LEASE_SECONDS=str(LEASE_SECONDS),
             GOALKEEPER_IDENTITY=identity,
             GOALKEEPER_HEALTH_PORT=str(port),
+            GOALKEEPER_METRICS_PORT=str(metrics_port),
         )
-        made[identity] = (process, port)
+        made[identity] = Replica(process, port, metrics_port)
     yield made
-    for process, _ in made.values():
-        process.stop()
+    for replica in made.values():
+        replica.process.stop()
     report = getattr(request.node, "rep_call", None)
     if report is not None and report.failed:
-        for identity, (process, _) in made.items():
-            print(f"---- operator {identity} log ----\n" + process.logs()[-15000:])
+        for identity, replica in made.items():
+            print(f"---- operator {identity} log ----\n" + replica.process.logs()[-15000:])
 
 
 def waits_then_completes(facts: Facts, n: int) -> dict[str, Any]:
@@ -139,9 +156,10 @@ def test_standby_takes_over_from_a_killed_leader_and_finishes_the_monitor(
     cluster: Cluster,
     model: ModelServer,
     lease: Lease,
-    replicas: dict[str, tuple[OperatorProcess, int]],
+    replicas: dict[str, Replica],
 ) -> None:
-    (a, a_port), (b, b_port) = replicas["a"], replicas["b"]
+    a, a_port = replicas["a"].process, replicas["a"].health_port
+    b, b_port = replicas["b"].process, replicas["b"].health_port
     a.start()
     wait_until(lambda: lease.holder() == "a", 60, "a to take the lease", a.logs)
     b.start()
@@ -150,6 +168,9 @@ def test_standby_takes_over_from_a_killed_leader_and_finishes_the_monitor(
     wait_until(lambda: healthz(b_port) == standby, 60, "the standby's /healthz", b.logs)
     leader = {"identity": "a", "leader": True, "holder": "a"}
     wait_until(lambda: healthz(a_port) == leader, 60, "the leader's /healthz", a.logs)
+    # Both serve metrics; only the leader says it leads.
+    assert "goalkeeper_leader 1.0" in (scrape(replicas["a"].metrics_port) or "")
+    assert "goalkeeper_leader 0.0" in (scrape(replicas["b"].metrics_port) or "")
 
     # The target keeps running for the whole test; the scripted model decides the checks.
     cluster.batch.create_namespaced_job(
@@ -184,6 +205,7 @@ def test_standby_takes_over_from_a_killed_leader_and_finishes_the_monitor(
     assert status["stop"]["reason"] == "goalComplete"
     assert status["checks"] == CHECKS
     assert healthz(b_port) == {"identity": "b", "leader": True, "holder": "b"}
+    assert "goalkeeper_leader 1.0" in (scrape(replicas["b"].metrics_port) or "")
     # One report per accepted check, none lost, none doubled; and one step per check.
     want = sorted(f"check-{n}" for n in range(1, CHECKS + 1))
     wait_until(lambda: report_names(cluster) == want, 30, f"reports {want}", b.logs)
@@ -197,9 +219,9 @@ def test_standby_takes_over_from_a_killed_leader_and_finishes_the_monitor(
 
 
 def test_clean_shutdown_hands_the_lease_to_the_standby_at_once(
-    lease: Lease, replicas: dict[str, tuple[OperatorProcess, int]]
+    lease: Lease, replicas: dict[str, Replica]
 ) -> None:
-    (a, _), (b, b_port) = replicas["a"], replicas["b"]
+    a, b, b_port = replicas["a"].process, replicas["b"].process, replicas["b"].health_port
     a.start()
     wait_until(lambda: lease.holder() == "a", 60, "a to take the lease", a.logs)
     b.start()
@@ -216,9 +238,9 @@ def test_clean_shutdown_hands_the_lease_to_the_standby_at_once(
 
 
 def test_leader_that_loses_the_lease_exits_non_zero(
-    lease: Lease, replicas: dict[str, tuple[OperatorProcess, int]]
+    lease: Lease, replicas: dict[str, Replica]
 ) -> None:
-    a, _ = replicas["a"]
+    a = replicas["a"].process
     a.start()
     wait_until(lambda: lease.holder() == "a", 60, "a to take the lease", a.logs)
     # Another holder appears (a partition healed the other way): a must stop at once.
