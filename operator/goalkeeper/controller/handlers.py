@@ -12,6 +12,7 @@ from typing import Any
 
 import kopf
 
+from goalkeeper.controller import metrics
 from goalkeeper.controller.manifests import ANNOTATION_MONITOR, GROUP, LABEL_STEP, VERSION
 from goalkeeper.controller.workqueue import WorkQueue
 from goalkeeper.core.steps import TERMINAL_PHASES
@@ -42,6 +43,7 @@ async def on_monitor(
         # Garbage collection removes the steps, Jobs and pods; nothing more is reported.
         log.info("%s/%s deleted: cancelled", namespace, name)
         queue.forget(namespace, name)
+        metrics.forget_monitor(namespace, name)
         return
     queue.observe(namespace, name, body)
 

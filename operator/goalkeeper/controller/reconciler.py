@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from goalkeeper.controller import manifests
+from goalkeeper.controller import manifests, metrics
 from goalkeeper.controller.api import AlreadyExists, Api, Conflict, NotFound
 from goalkeeper.controller.manifests import LABEL_MONITOR
 from goalkeeper.controller.settings import OperatorSettings
@@ -34,7 +34,13 @@ from goalkeeper.core.engine import (
     halt,
     reject_spec,
 )
-from goalkeeper.core.models import MonitorSpec, MonitorStatus, StepKind, StopReason
+from goalkeeper.core.models import (
+    MonitorSpec,
+    MonitorStatus,
+    MonitorStepStatus,
+    StepKind,
+    StopReason,
+)
 from goalkeeper.core.steps import TERMINAL_PHASES, StepFacts, describe_errors, next_event
 
 log = logging.getLogger("goalkeeper.reconciler")
@@ -46,6 +52,16 @@ MAX_ROUNDS = 8
 
 Body = dict[str, Any]
 Key = tuple[str, str]
+
+
+def _step_status(facts: StepFacts | None) -> MonitorStepStatus | None:
+    """The step's own account (usage, timing) for the metrics, when it is readable."""
+    if facts is None or facts.status is None:
+        return None
+    try:
+        return MonitorStepStatus.model_validate(dict(facts.status))
+    except ValidationError:
+        return None
 
 
 class ForeignObject(Exception):
@@ -104,13 +120,15 @@ class Reconciler:
         for _ in range(MAX_ROUNDS):
             if monitor is None:
                 self.settled.pop(key, None)
+                metrics.forget_monitor(namespace, name)
                 return None
             status = read_status(monitor)
             if status is None:
                 return None
-            decision = await self._round(monitor, status)
+            decision, facts = await self._round(monitor, status)
             if decision is None or decision.status == status:
                 self.settled[key] = monitor["metadata"]["resourceVersion"]
+                metrics.set_monitor(namespace, name, status)
                 return status
             try:
                 monitor = await self.api.patch_monitor_status(
@@ -124,6 +142,9 @@ class Reconciler:
                 monitor = await self._read_monitor(namespace, name)
             except NotFound:
                 monitor = None
+            else:
+                metrics.record_decision(namespace, status, decision.status, _step_status(facts))
+                metrics.set_monitor(namespace, name, decision.status)
         log.info("%s/%s: still moving after %d rounds; continuing", namespace, name, MAX_ROUNDS)
         return status
 
@@ -133,23 +154,24 @@ class Reconciler:
         except NotFound:
             return None
 
-    async def _round(self, monitor: Body, status: MonitorStatus) -> Decision | None:
+    async def _round(
+        self, monitor: Body, status: MonitorStatus
+    ) -> tuple[Decision | None, StepFacts | None]:
         now = self.clock()
         try:
             spec = MonitorSpec.model_validate(monitor.get("spec") or {})
         except ValidationError as error:
-            return await self._carry_out(
-                monitor, None, reject_spec(status, describe_errors(error), now)
-            )
+            rejected = reject_spec(status, describe_errors(error), now)
+            return await self._carry_out(monitor, None, rejected), None
         facts = await self._step_facts(monitor, status) if status.step is not None else None
         meta = monitor["metadata"]
         event = next_event(status, meta.get("generation"), facts, now)
         if event is None:
             log.debug("%s/%s: nothing to do", meta["namespace"], meta["name"])
-            return None
+            return None, facts
         decision = decide(spec, status, event, now, minute=self.settings.minute)
         log.debug("%s/%s: %s -> %s", meta["namespace"], meta["name"], event, decision.effects)
-        return await self._carry_out(monitor, spec, decision)
+        return await self._carry_out(monitor, spec, decision), facts
 
     # --- the facts of the step in flight ---
 
