@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from goalkeeper.core.models import ActionResult, Observation
@@ -96,3 +96,48 @@ def result(outcome: str = "succeeded", **overrides: Any) -> ActionResult:
             **overrides,
         }
     )
+
+
+CONTRACT_LISTS = (
+    "allowedFiles",
+    "allowedSystems",
+    "allowedResources",
+    "forbiddenChanges",
+    "protectedContracts",
+    "requiredChecks",
+    "stopConditions",
+    "allowedRecoveryActions",
+)
+
+
+def maximal_dict(route: str = "wait", n: int = 0, at: datetime | None = None) -> dict[str, Any]:
+    """An observation with every field at its bound (the most a model can make us store)."""
+    from goalkeeper.core.models import ACTIONS_MAX, LIST_ENTRIES, LIST_TOTAL_MAX, TRACKS_MAX
+
+    entry = LIST_TOTAL_MAX // LIST_ENTRIES - 3
+    lists = {k: [f"{i:02d}-" + "x" * entry for i in range(LIST_ENTRIES)] for k in CONTRACT_LISTS}
+    observed = (at or datetime(2026, 12, 1, tzinfo=UTC)).isoformat()
+    return {
+        "route": route,
+        "goal": "incomplete",
+        "work": "running",
+        "observation": "o" * 8000,
+        "report": "r" * 4000,
+        "reason": "e" * 2000,
+        "contract": {"goal": "g" * 8000, **lists},
+        "authorizedActions": [
+            {"id": f"a{i}-" + "i" * 190, "description": "d" * 1000} for i in range(ACTIONS_MAX)
+        ],
+        "progress": [
+            {
+                "key": f"k{i}-" + "k" * 190,
+                "label": "l" * 200,
+                "status": "running",
+                "completed": n,
+                "total": 10**9,
+                "unit": "u" * 40,
+                "observedAt": observed,
+            }
+            for i in range(TRACKS_MAX)
+        ],
+    }

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+
+from tests.support.observations import maximal_dict
 
 from goalkeeper.core.budget import STATUS_BUDGET, cut, fit_status, status_size
 from goalkeeper.core.engine import (
@@ -14,58 +15,16 @@ from goalkeeper.core.engine import (
     decide,
 )
 from goalkeeper.core.models import (
-    ACTIONS_MAX,
-    LIST_ENTRIES,
-    TRACKS_MAX,
     MonitorSpec,
     MonitorStatus,
     Observation,
 )
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
-LISTS = (
-    "allowedFiles",
-    "allowedSystems",
-    "allowedResources",
-    "forbiddenChanges",
-    "protectedContracts",
-    "requiredChecks",
-    "stopConditions",
-    "allowedRecoveryActions",
-)
 
 
-def maximal(route: str = "wait", n: int = 0, **extra: Any) -> Observation:
-    """An observation with every field at its bound."""
-    entry = 4000 // LIST_ENTRIES - 3
-    contract = {k: [f"{i:02d}-" + "x" * entry for i in range(LIST_ENTRIES)] for k in LISTS}
-    return Observation.model_validate(
-        {
-            "route": route,
-            "goal": "incomplete",
-            "work": "running" if route == "wait" else "idle",
-            "observation": "o" * 8000,
-            "report": "r" * 4000,
-            "reason": "e" * 2000,
-            "contract": {"goal": "g" * 8000, **contract},
-            "authorizedActions": [
-                {"id": f"a{i}-" + "i" * 190, "description": "d" * 1000} for i in range(ACTIONS_MAX)
-            ],
-            "progress": [
-                {
-                    "key": f"k{i}-" + "k" * 190,
-                    "label": "l" * 200,
-                    "status": "running",
-                    "completed": n,
-                    "total": 10**9,
-                    "unit": "u" * 40,
-                    "observedAt": (NOW + timedelta(minutes=n)).isoformat(),
-                }
-                for i in range(TRACKS_MAX)
-            ],
-            **extra,
-        }
-    )
+def maximal(route: str = "wait", n: int = 0) -> Observation:
+    return Observation.model_validate(maximal_dict(route, n, NOW + timedelta(minutes=n)))
 
 
 def test_cut_marks_what_it_cut() -> None:
