@@ -347,6 +347,7 @@ def test_install_run_upgrade_uninstall(
         health_port, metrics_port = free_port(), free_port()
         extra_env = [
             {"name": "GOALKEEPER_TIME_SCALE", "value": "1"},
+            {"name": "GOALKEEPER_LISTEN_ADDRESS", "value": "127.0.0.1"},
             {"name": "GOALKEEPER_RETRY_BACKOFF_SECONDS", "value": "0.1"},
         ]
         helm(

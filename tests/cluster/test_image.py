@@ -107,6 +107,7 @@ def operator_container(
             "-e", "GOALKEEPER_MODEL_API_KEY_SECRET=model-api",
             "-e", f"GOALKEEPER_NAMESPACES={namespace}",
             "-e", "GOALKEEPER_TIME_SCALE=1",
+            "-e", "GOALKEEPER_LISTEN_ADDRESS=127.0.0.1",
             "-e", "GOALKEEPER_STEP_DEADLINE_SECONDS=120",
             "-e", "GOALKEEPER_RETRY_BACKOFF_SECONDS=0.1",
             image, "run", "-v",

@@ -256,6 +256,7 @@ class OperatorProcess:
             "GOALKEEPER_MODEL_API_KEY_SECRET": "model-api",
             "GOALKEEPER_NAMESPACES": self.namespace,
             "GOALKEEPER_TIME_SCALE": "1",  # tests only: one `everyMinutes` minute is 1 s
+            "GOALKEEPER_LISTEN_ADDRESS": "127.0.0.1",
             "GOALKEEPER_STEP_DEADLINE_SECONDS": "120",
             "GOALKEEPER_RETRY_BACKOFF_SECONDS": "0.1",
             **self.extra_env,

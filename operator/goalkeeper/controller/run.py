@@ -25,8 +25,6 @@ from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.controller.workqueue import WorkQueue
 
 log = logging.getLogger("goalkeeper.operator")
-# Probes and scrapes come from outside the pod: the kubelet and Prometheus.
-ANY_ADDRESS = "0.0.0.0"  # noqa: S104
 
 
 def api_client() -> Any:
@@ -76,8 +74,8 @@ async def run_operator(
 ) -> None:
     api = api_client()
     if settings.metricsPort:
-        metrics.serve(settings.metricsPort, ANY_ADDRESS)
-        log.info("metrics at http://%s:%d/metrics", ANY_ADDRESS, settings.metricsPort)
+        metrics.serve(settings.metricsPort, settings.listenAddress)
+        log.info("metrics at http://%s:%d/metrics", settings.listenAddress, settings.metricsPort)
     if not settings.leaderElection:
         await _run_kopf(api, settings, stop_flag, ready_flag, lambda: {"leader": True})
         return
@@ -96,7 +94,7 @@ async def run_operator(
     bridge = asyncio.create_task(_follow(stop_flag, stop)) if stop_flag is not None else None
     _stop_on_signals(stop)
     try:
-        async with standby_health(settings.healthPort, elector.state, ANY_ADDRESS):
+        async with standby_health(settings.healthPort, elector.state, settings.listenAddress):
             if not await elector.acquire(stop):
                 return
         metrics.set_leader(True)
@@ -137,7 +135,9 @@ async def _run_kopf(
         settings.stepImage,
     )
     liveness = (
-        f"http://{ANY_ADDRESS}:{settings.healthPort}/healthz" if settings.healthPort else None
+        f"http://{settings.listenAddress}:{settings.healthPort}/healthz"
+        if settings.healthPort
+        else None
     )
     resync = asyncio.get_running_loop().create_task(queue.resync_forever())
     try:

@@ -66,6 +66,11 @@ class OperatorSettings(Model):
     metricsPort: Annotated[int, Field(ge=0, le=65535)] = Field(
         default=0, description="GOALKEEPER_METRICS_PORT: Prometheus /metrics; 0 is off."
     )
+    listenAddress: str = Field(
+        # Probes and scrapes come from outside the pod: the kubelet and Prometheus.
+        default="0.0.0.0",  # noqa: S104
+        description="GOALKEEPER_LISTEN_ADDRESS: where the health and metrics ports listen.",
+    )
     leaderElection: bool = Field(
         default=False,
         description="GOALKEEPER_LEADER_ELECTION: one replica reconciles, the others wait.",
@@ -135,6 +140,7 @@ _FIELDS = {
     "resyncSeconds": "RESYNC_SECONDS",
     "healthPort": "HEALTH_PORT",
     "metricsPort": "METRICS_PORT",
+    "listenAddress": "LISTEN_ADDRESS",
     "leaderElection": "LEADER_ELECTION",
     "leaseName": "LEASE_NAME",
     "leaseNamespace": "LEASE_NAMESPACE",

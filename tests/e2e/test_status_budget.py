@@ -1,0 +1,59 @@
+"""Maximal observations through the real API server: the loop keeps going, and neither
+the Monitor nor a MonitorStep grows past its budget."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from goalkeeper.core.budget import STATUS_BUDGET
+from tests.e2e.harness import (
+    GROUP,
+    VERSION,
+    Cluster,
+    Facts,
+    OperatorProcess,
+    Scenario,
+    build_job,
+    observation,
+    progress_map,
+    wait_until,
+)
+from tests.support.model_server import ModelServer
+from tests.support.observations import maximal_dict
+
+pytestmark = pytest.mark.cluster
+
+CHECKS = 3
+
+
+def test_maximal_observations_keep_the_loop_going_within_budget(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, suspended=False))
+    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        if n < CHECKS:
+            return maximal_dict("wait", n)
+        return observation(
+            "stop", "complete", "complete", facts, "Done.", stopReason="goalComplete"
+        )
+
+    model.default = Scenario(cluster.ns, observe)
+    cluster.create_monitor(everyMinutes=1)
+    status = wait_until(cluster.stopped, 180, "the monitor to stop", operator.logs)
+    assert status["stop"]["reason"] == "goalComplete" and status["checks"] == CHECKS
+    assert len(cluster.events("Report")) == CHECKS
+
+    monitor = cluster.monitor()
+    assert monitor is not None
+    assert len(json.dumps(monitor["status"])) <= STATUS_BUDGET
+    for step in cluster.custom.list_namespaced_custom_object(
+        GROUP, VERSION, cluster.ns, "monitorsteps"
+    )["items"]:
+        # The input the operator wrote, and the result the step wrote, each within budget.
+        assert len(json.dumps(step["spec"])) <= STATUS_BUDGET
+        assert len(json.dumps(step.get("status") or {})) <= STATUS_BUDGET
