@@ -198,7 +198,10 @@ def monitor_crd() -> Schema:
             {"name": "Work", "type": "string", "jsonPath": ".status.work"},
             {"name": "Progress", "type": "string", "jsonPath": ".status.progressSummary"},
             {"name": "Checks", "type": "integer", "jsonPath": ".status.checks"},
-            {"name": "Next Check", "type": "date", "jsonPath": ".status.schedule.nextCheckAt"},
+            # A string, not a date: kubectl prints a date as an age, which reads a future
+            # time as <invalid> and an overdue one as if it were still ahead.
+            {"name": "Next Check", "type": "string", "jsonPath": ".status.schedule.nextCheckAt"},
+            {"name": "Step", "type": "string", "jsonPath": ".status.activity"},
             age,
             {"name": "Monitor", "type": "string", "jsonPath": ".status.monitor", "priority": 1},
             {"name": "Stop", "type": "string", "jsonPath": ".status.stop.reason", "priority": 1},

@@ -12,6 +12,7 @@ from goalkeeper.core.engine import (
     EmitReport,
     Event,
     LaunchStep,
+    Notify,
     ObservationAccepted,
     ObservationRejected,
     PublishSchedule,
@@ -68,7 +69,8 @@ class Loop:
 
 
 def kinds(effects: tuple[object, ...]) -> list[str]:
-    return [type(e).__name__ for e in effects]
+    """The loop's effects; the Events that tell the user about steps are tested apart."""
+    return [type(e).__name__ for e in effects if not isinstance(e, Notify)]
 
 
 def launched(effects: tuple[object, ...]) -> LaunchStep:
@@ -1033,3 +1035,77 @@ def test_no_check_is_pending_while_a_step_runs() -> None:
     loop.later(31)
     launched(loop.send(TimerDue()))
     assert loop.status.step is not None and loop.status.schedule is None
+
+
+# --- what a user sees ---------------------------------------------------------------------
+
+
+def notices(effects: tuple[object, ...]) -> list[Notify]:
+    return [e for e in effects if isinstance(e, Notify)]
+
+
+def test_each_step_start_failure_and_rejection_is_one_event() -> None:
+    loop = Loop()
+    started = notices(loop.start())
+    assert [(n.what, n.reason, n.warning) for n in started] == [("step-1", "StepStarted", False)]
+    assert "observe step 1 started for check 1" in started[0].message
+    rejected = notices(loop.send(ObservationRejected(loop.seq, "route: Input should be 'wait'")))
+    assert next((n.what, n.reason, n.warning) for n in rejected) == (
+        "step-1-rejected",
+        "ObservationRejected",
+        True,
+    )
+    assert "route: Input should be 'wait'" in rejected[0].message
+    failed = notices(
+        loop.send(
+            StepFailed(loop.seq, "Model request limit reached; raise GOALKEEPER_REQUEST_LIMIT")
+        )
+    )
+    assert failed[0].what == "step-2-failed" and failed[0].warning
+    assert "GOALKEEPER_REQUEST_LIMIT" in failed[0].message
+
+
+def test_reports_carry_a_one_line_summary_and_stops_a_next_step() -> None:
+    loop = Loop(everyMinutes=15)
+    loop.start()
+    report = next(e for e in loop.observe(observation("wait")) if isinstance(e, EmitReport))
+    assert report.summary.startswith("check 1: goal incomplete, work running")
+    assert report.summary.endswith("next 10:30Z") and "\n" not in report.summary
+    assert loop.status.activity.value == "waiting"
+    loop.later(16)
+    loop.send(TimerDue())
+    assert loop.status.activity.value == "observing"
+    stop = stopped_with(
+        loop.observe(
+            observation("stop", goal="complete", work="complete", stopReason="goalComplete")
+        )
+    )
+    assert stop.hint and loop.status.activity.value == "stopped"
+
+
+def test_a_spec_edit_restarts_a_stopped_monitor_as_a_new_run() -> None:
+    loop = Loop(maxChecks=1)
+    loop.start()
+    loop.observe(observation("wait"))
+    assert loop.status.stop is not None and loop.status.stop.reason is StopReason.safetyLimit
+    last_report, last_seq = loop.status.report, loop.status.stepSeq
+    loop.spec = loop.spec.model_copy(update={"maxChecks": 5})
+    effects = loop.send(Started(generation=2))
+    assert kinds(effects) == ["LaunchStep"]
+    st = loop.status
+    assert st.monitor is MonitorState.active and st.checks == 0 and st.observedGeneration == 2
+    assert st.stepSeq == last_seq + 1, "step names are never reused"
+    assert st.previousRuns[-1].report == last_report
+    assert st.previousRuns[-1].stop.reason is StopReason.safetyLimit
+    first = next(e for e in loop.observe(observation("wait")) if isinstance(e, EmitReport))
+    assert "Restarted: a spec edit began a new run after a stop (safetyLimit)" in first.text
+    # The same generation again (an operator restart) changes nothing more.
+    assert loop.send(Started(generation=2)) == ()
+
+
+def test_a_deleted_monitor_never_restarts() -> None:
+    loop = Loop()
+    loop.start()
+    loop.send(Cancelled())
+    assert loop.send(Started(generation=2)) == ()
+    assert loop.status.monitor is MonitorState.stopped and loop.status.previousRuns == []

@@ -27,6 +27,7 @@ from goalkeeper.core.engine import (
     Decision,
     EmitReport,
     LaunchStep,
+    Notify,
     PublishSchedule,
     StepFailed,
     StopMonitor,
@@ -263,6 +264,9 @@ class Reconciler:
     ) -> Decision:
         meta = monitor["metadata"]
         where = f"{meta['namespace']}/{meta['name']}"
+        # Event names are unique per run: a spec edit after a stop counts checks anew.
+        runs = len(decision.status.previousRuns)
+        run = f"run{runs + 1}-" if runs else ""
         for effect in decision.effects:
             match effect:
                 case LaunchStep():
@@ -281,18 +285,22 @@ class Reconciler:
                         return await self._carry_out(monitor, spec, followup)
                 case EmitReport():
                     log.info("%s check %d:\n%s", where, effect.check, effect.text)
-                    what = f"check-{effect.check}" + ("-final" if effect.final else "")
-                    await self._event(monitor, what, "Report", effect.text)
+                    what = f"{run}check-{effect.check}" + ("-final" if effect.final else "")
+                    await self._event(monitor, what, "Report", effect.summary or effect.text)
                 case PublishSchedule():
                     log.info("%s next check at %s", where, effect.schedule.nextCheckAt.isoformat())
                 case StopMonitor():
                     log.info("%s stopped (%s): %s", where, effect.reason, effect.message)
                     await self._event(
                         monitor,
-                        "stopped",
+                        f"{run}stopped",
                         "Stopped",
-                        effect.message,
+                        f"{effect.reason.value}: {effect.message} What to do: {effect.hint}",
                         warning=effect.reason is not StopReason.goalComplete,
+                    )
+                case Notify():
+                    await self._event(
+                        monitor, effect.what, effect.reason, effect.message, warning=effect.warning
                     )
         return decision
 

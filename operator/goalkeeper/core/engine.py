@@ -12,9 +12,11 @@ from datetime import datetime, timedelta
 from goalkeeper.core import guards
 from goalkeeper.core.budget import fit_status
 from goalkeeper.core.models import (
+    PREVIOUS_RUNS_KEPT,
     ActionKind,
     ActionRequest,
     ActionResult,
+    Activity,
     Condition,
     ConditionStatus,
     LastAction,
@@ -24,6 +26,7 @@ from goalkeeper.core.models import (
     MonitorStatus,
     Observation,
     Outcome,
+    PreviousRun,
     Route,
     Schedule,
     SpendEntry,
@@ -34,7 +37,7 @@ from goalkeeper.core.models import (
     StopReason,
 )
 from goalkeeper.core.progress import prompt_summary, summary_line, update_tracks
-from goalkeeper.core.report import format_report
+from goalkeeper.core.report import format_report, report_summary, stop_hint
 
 # An invalid observation or an observe step that failed to run is retried this often in a row.
 MAX_RETRIES_IN_A_ROW = 2
@@ -119,6 +122,8 @@ class PublishSchedule:
 class EmitReport:
     check: int
     text: str
+    # One line for `kubectl get events`; the full report stays in status.
+    summary: str = ""
     # A stop report for a check already reported (maxChecks lowered below the count):
     # its own Event, so the check's first report stays the one report of that check.
     final: bool = False
@@ -128,9 +133,22 @@ class EmitReport:
 class StopMonitor:
     reason: StopReason
     message: str
+    # What the user can do about it, for the Stopped Event.
+    hint: str = ""
 
 
-Effect = LaunchStep | PublishSchedule | EmitReport | StopMonitor
+@dataclass(frozen=True)
+class Notify:
+    """Something the user would want to know, as an Event on the Monitor, once (`what`
+    names it uniquely within the monitor's life)."""
+
+    what: str
+    reason: str
+    message: str
+    warning: bool = False
+
+
+Effect = LaunchStep | PublishSchedule | EmitReport | StopMonitor | Notify
 
 
 @dataclass(frozen=True)
@@ -162,7 +180,9 @@ def decide(
     `minute` is the length of one `everyMinutes` minute; only tests shorten it.
     """
     if status.monitor is MonitorState.stopped:
-        return _after_stop(status, event)
+        if not _restarts(status, event):
+            return _after_stop(status, event)
+        status = _new_run(status)
     turn = _Turn(spec, status.model_copy(deep=True), now, minute)
     match event:
         case Started(generation):
@@ -201,6 +221,37 @@ def halt(status: MonitorStatus, message: str, now: datetime) -> Decision:
     return turn.decision()
 
 
+def _restarts(status: MonitorStatus, event: Event) -> bool:
+    """A spec edit (a new generation) of a stopped monitor starts a new run; a deleted
+    monitor never restarts."""
+    return (
+        isinstance(event, Started)
+        and event.generation is not None
+        and event.generation != status.observedGeneration
+        and (status.stop is None or status.stop.reason is not StopReason.cancelled)
+    )
+
+
+def _new_run(status: MonitorStatus) -> MonitorStatus:
+    """A fresh run that keeps the previous run's last report and stop, the step sequence
+    (so no step name is used twice) and the money already spent."""
+    runs = list(status.previousRuns)
+    if status.stop is not None:
+        last = PreviousRun(
+            generation=status.observedGeneration,
+            checks=status.checks,
+            stop=status.stop,
+            report=status.report,
+        )
+        runs = [*runs, last][-PREVIOUS_RUNS_KEPT:]
+    return MonitorStatus(
+        stepSeq=status.stepSeq,
+        spend=status.spend,
+        previousRuns=runs,
+        observedGeneration=status.observedGeneration,
+    )
+
+
 def _after_stop(status: MonitorStatus, event: Event) -> Decision:
     # Nothing happens after a stop; only the observed generation still follows the spec.
     if isinstance(event, Started) and event.generation is not None:
@@ -230,6 +281,7 @@ class _Turn:
     def decision(self) -> Decision:
         if not self.quiet:
             self.status.conditions = _conditions(self.status, self.now)
+        self.status.activity = _activity(self.status)
         return Decision(fit_status(self.status), tuple(self.effects))
 
     def owns(self, seq: int, *, observe: bool | None) -> bool:
@@ -375,6 +427,15 @@ class _Turn:
         st.step = None
         st.invalidStreak += 1
         st.lastRejection = error[:4000]
+        seq = st.stepSeq
+        self.effects.append(
+            Notify(
+                f"step-{seq}-rejected",
+                "ObservationRejected",
+                f"The observation of step {seq} was invalid and not counted: {error}"[:1000],
+                warning=True,
+            )
+        )
         if st.invalidStreak > MAX_RETRIES_IN_A_ROW:
             self.stop(
                 StopReason.blocked,
@@ -402,6 +463,14 @@ class _Turn:
         step = self.status.step
         assert step is not None
         self.status.step = None
+        self.effects.append(
+            Notify(
+                f"step-{step.seq}-failed",
+                "StepFailed",
+                f"The {step.kind} step {step.seq} failed: {message}"[:1000],
+                warning=True,
+            )
+        )
         if permanent:
             self.stop(StopReason.blocked, f"The {step.kind} step cannot run: {message}")
             return
@@ -456,7 +525,9 @@ class _Turn:
             return
         stop = self.mark_stopped(StopReason.safetyLimit, message)
         self.report(observation, final=True)
-        self.effects.append(StopMonitor(StopReason.safetyLimit, stop.message))
+        self.effects.append(
+            StopMonitor(StopReason.safetyLimit, stop.message, stop_hint(StopReason.safetyLimit))
+        )
 
     def launch_action(self, action: ActionRequest) -> None:
         st = self.status
@@ -500,6 +571,14 @@ class _Turn:
             action=action,
         )
         self.effects.append(LaunchStep(seq=st.stepSeq, kind=kind, input=step_input))
+        what = {StepKind.observe: "observe", StepKind.act: "act", StepKind.repair: "repair"}[kind]
+        self.effects.append(
+            Notify(
+                f"step-{st.stepSeq}",
+                "StepStarted",
+                f"{what} step {st.stepSeq} started for check {check} of {self.spec.maxChecks}.",
+            )
+        )
 
     def close_action(
         self, step: StepInFlight, outcome: Outcome, evidence: str, actual_cost: Money | None
@@ -539,6 +618,8 @@ class _Turn:
         final: bool = False,
     ) -> None:
         st = self.status
+        # The first report of a run that a spec edit restarted says so.
+        restarted = st.previousRuns[-1].stop if st.checks == 1 and st.previousRuns else None
         text = format_report(
             monitor=st.monitor,
             goal=st.goal,
@@ -550,19 +631,31 @@ class _Turn:
             next_check_minutes=next_check_minutes,
             stop=st.stop,
             now=self.now,
+            restarted_after=restarted,
         )
         st.report = text
         st.reportedCheck = st.checks
-        self.effects.append(EmitReport(check=st.checks, text=text, final=final))
+        next_at = (
+            self.now + next_check_minutes * self.minute if next_check_minutes is not None else None
+        )
+        summary = report_summary(
+            check=st.checks,
+            goal=st.goal,
+            work=st.work,
+            progress=st.progressSummary,
+            next_check=next_at,
+            stop=st.stop,
+        )
+        self.effects.append(EmitReport(check=st.checks, text=text, final=final, summary=summary))
 
     def report_and_stop(self, observation: Observation, reason: StopReason, message: str) -> None:
         stop = self.mark_stopped(reason, message)
         self.report(observation)
-        self.effects.append(StopMonitor(reason, stop.message))
+        self.effects.append(StopMonitor(reason, stop.message, stop_hint(reason)))
 
     def stop(self, reason: StopReason, message: str) -> None:
         stop = self.mark_stopped(reason, message)
-        self.effects.append(StopMonitor(reason, stop.message))
+        self.effects.append(StopMonitor(reason, stop.message, stop_hint(reason)))
 
     def mark_stopped(self, reason: StopReason, message: str) -> StopInfo:
         st = self.status
@@ -571,6 +664,18 @@ class _Turn:
         st.schedule = None
         st.stop = StopInfo(reason=reason, message=message[:2000], at=self.now)
         return st.stop
+
+
+def _activity(status: MonitorStatus) -> Activity:
+    if status.monitor is MonitorState.stopped:
+        return Activity.stopped
+    if status.step is not None:
+        return {
+            StepKind.observe: Activity.observing,
+            StepKind.act: Activity.acting,
+            StepKind.repair: Activity.repairing,
+        }[status.step.kind]
+    return Activity.waiting if status.schedule is not None else Activity.starting
 
 
 # --- conditions ----------------------------------------------------------------------------

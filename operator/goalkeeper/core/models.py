@@ -487,6 +487,29 @@ class StopInfo(Model):
     at: datetime
 
 
+class Activity(StrEnum):
+    """What the monitor is doing now, for `kubectl get monitors`."""
+
+    starting = "starting"
+    observing = "observing"
+    acting = "acting"
+    repairing = "repairing"
+    waiting = "waiting"
+    stopped = "stopped"
+
+
+PREVIOUS_RUNS_KEPT = 5
+
+
+class PreviousRun(Model):
+    """A run that stopped before a spec edit started a new one."""
+
+    generation: Annotated[int, Field(ge=0)] | None = None
+    checks: Count
+    stop: StopInfo
+    report: Annotated[str, Field(max_length=4000)] | None = None
+
+
 class ConditionStatus(StrEnum):
     true = "True"
     false = "False"
@@ -552,6 +575,10 @@ class MonitorStatus(Model):
     stop: StopInfo | None = None
     conditions: Annotated[list[Condition], Field(max_length=8)] = Field(default_factory=list)
     observedGeneration: Annotated[int, Field(ge=0)] | None = None
+    activity: Activity = Field(default=Activity.starting, description="What runs now.")
+    previousRuns: Annotated[list[PreviousRun], Field(max_length=PREVIOUS_RUNS_KEPT)] = Field(
+        default_factory=list, description="Runs that stopped before a spec edit restarted it."
+    )
 
     @model_validator(mode="before")
     @classmethod

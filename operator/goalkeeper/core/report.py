@@ -20,6 +20,7 @@ from goalkeeper.core.models import (
     LastAction,
     MonitorState,
     StopInfo,
+    StopReason,
     TrackState,
     WorkState,
 )
@@ -53,12 +54,16 @@ def format_report(
     next_check_minutes: int | None,
     stop: StopInfo | None,
     now: datetime,
+    restarted_after: StopInfo | None = None,
 ) -> str:
     """Build the report lines in their fixed order, bounded to REPORT_MAX characters.
 
     `notes` is the observation's free text: untrusted, shown only as indented notes.
     """
     head = [f"Monitor: {monitor.value}", f"Goal: {goal.value}", f"Work: {work.value}"]
+    if restarted_after is not None:
+        reason = restarted_after.reason.value
+        head.insert(1, f"Restarted: a spec edit began a new run after a stop ({reason})")
     tail: list[str] = []
     if last_action is not None:
         outcome = f" ({last_action.outcome.value})" if last_action.outcome is not None else ""
@@ -83,6 +88,55 @@ def format_report(
         if room > len(NOTES_HEADER) + len(NOTES_INDENT) + 1:
             body += "\n" + _clip(block, room)
     return _clip(body, REPORT_MAX)
+
+
+def report_summary(
+    *,
+    check: int,
+    goal: GoalState,
+    work: WorkState,
+    progress: str,
+    next_check: datetime | None,
+    stop: StopInfo | None,
+) -> str:
+    """The report in one line, for `kubectl get events`:
+    `check 3: goal incomplete, work running, 21/27 modules, next 15:30Z`."""
+    parts = [f"check {check}: goal {goal.value}", f"work {work.value}"]
+    if progress.strip():
+        parts.append(_one_line(progress)[:80])
+    if next_check is not None:
+        parts.append(f"next {next_check.strftime('%H:%MZ')}")
+    if stop is not None:
+        parts.append(f"stopped ({stop.reason.value})")
+    return ", ".join(parts)
+
+
+# What the user can do after each kind of stop; a spec edit starts a new run.
+_RESTART = "then edit the Monitor's spec to start a new run (or delete it to cancel)."
+STOP_HINTS = {
+    StopReason.goalComplete: "Nothing is left to do; delete the Monitor when its history is no "
+    "longer needed.",
+    StopReason.materialBlocker: f"Remove the blocker the message names, {_RESTART}",
+    StopReason.blocked: f"Fix what the message names (for a missing account: kubectl apply "
+    f"-f config/rbac/steps.yaml in this namespace), {_RESTART}",
+    StopReason.outsideAuthority: "If the action should be allowed, say so in spec.task, "
+    + _RESTART,
+    StopReason.protectedContractChange: "If that contract may change, say so in spec.task, "
+    + _RESTART,
+    StopReason.credentialWithoutAuthority: "Grant the credential in spec.task if intended, "
+    + _RESTART,
+    StopReason.paidActionNotApproved: "Record the approval and a cost ceiling in spec.task, "
+    + _RESTART,
+    StopReason.invalidCheckpoint: f"Repair the target's checkpoint, {_RESTART}",
+    StopReason.userRequested: f"Stopped as asked; {_RESTART}",
+    StopReason.repairRepeated: f"The repair did not fix the failure: investigate it, {_RESTART}",
+    StopReason.safetyLimit: "Raise spec.maxChecks to continue (the edit starts a new run).",
+    StopReason.cancelled: "The Monitor was deleted.",
+}
+
+
+def stop_hint(reason: StopReason) -> str:
+    return STOP_HINTS[reason]
 
 
 def notes_block(notes: str) -> str:

@@ -77,6 +77,10 @@ def step_in_flight(api: FakeApi) -> dict[str, Any]:
     return found
 
 
+def reports(api: FakeApi) -> list[dict[str, Any]]:
+    return [e for e in api.all("Event") if e["reason"] == "Report"]
+
+
 def finish(api: FakeApi, result: dict[str, Any], *, own_pod: bool = True) -> None:
     """The step's pod writes its result, as the admission policy lets only it."""
     step = step_in_flight(api)
@@ -127,12 +131,14 @@ async def test_a_failed_status_write_after_the_report_doubles_nothing(
     api.fail("patch_monitor_status", Transient("500 Internal Server Error", 500))
     with pytest.raises(Transient):
         await reconciler.reconcile(NS, "build")
-    assert len(api.all("Event")) == 1, "the report was emitted before the write failed"
+    assert len(reports(api)) == 1, "the report was emitted before the write failed"
     assert status(api)["checks"] == 0
     await reconciler.reconcile(NS, "build")
     st = status(api)
     assert st["checks"] == 1 and st["reportedCheck"] == 1 and st["schedule"]
-    assert [e["reason"] for e in api.all("Event")] == ["Report"]
+    assert len(reports(api)) == 1
+    started = [e["reason"] for e in api.all("Event") if e["reason"] == "StepStarted"]
+    assert len(started) == 1, "one StepStarted Event for the one step, none doubled"
 
 
 async def test_a_conflict_decides_again_from_what_is_there(
@@ -150,7 +156,7 @@ async def test_a_conflict_decides_again_from_what_is_there(
     api.fail("patch_monitor_status", Conflict("modified", 409))
     await reconciler.reconcile(NS, "build")
     assert status(api)["checks"] == 1
-    assert len(api.all("Event")) == 1
+    assert len(reports(api)) == 1
 
 
 async def test_a_result_from_a_pod_outside_the_job_is_rejected(
@@ -162,7 +168,10 @@ async def test_a_result_from_a_pod_outside_the_job_is_rejected(
     st = status(api)
     assert st["checks"] == 0 and "is not a pod of Job" in st["lastRejection"]
     assert st["step"]["seq"] == 2, "observed again"
-    assert api.all("Event") == []
+    assert reports(api) == []
+    warned = [e for e in api.all("Event") if e["reason"] == "ObservationRejected"]
+    assert len(warned) == 1 and warned[0]["type"] == "Warning"
+    assert "is not a pod of Job" in warned[0]["message"]
 
 
 async def test_a_step_that_vanished_is_observed_again(api: FakeApi, reconciler: Reconciler) -> None:
