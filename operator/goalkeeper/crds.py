@@ -205,6 +205,12 @@ def monitor_crd() -> Schema:
             age,
             {"name": "Monitor", "type": "string", "jsonPath": ".status.monitor", "priority": 1},
             {"name": "Stop", "type": "string", "jsonPath": ".status.stop.reason", "priority": 1},
+            {
+                "name": "Model Cost",
+                "type": "number",
+                "jsonPath": ".status.modelUsage.costUsd",
+                "priority": 1,
+            },
         ],
     )
 

@@ -1109,3 +1109,44 @@ def test_a_deleted_monitor_never_restarts() -> None:
     loop.send(Cancelled())
     assert loop.send(Started(generation=2)) == ()
     assert loop.status.monitor is MonitorState.stopped and loop.status.previousRuns == []
+
+
+def test_model_usage_adds_up_and_a_spend_cap_stops_before_the_next_step() -> None:
+    from goalkeeper.core.models import StepUsage
+
+    loop = Loop(everyMinutes=1)
+    loop.start()
+    usage = StepUsage(requests=2, inputTokens=900, outputTokens=60, costUsd=0.5)
+    decision = decide(
+        loop.spec,
+        loop.status,
+        ObservationAccepted(loop.seq, observation("wait"), usage=usage),
+        loop.now,
+        model_spend_cap_usd=1.0,
+    )
+    total = decision.status.modelUsage
+    assert (total.requests, total.inputTokens, total.outputTokens) == (2, 900, 60)
+    assert total.costUsd == 0.5 and total.unpricedSteps == 0
+    # A second report of the same step (a retried reconcile) counts nothing again.
+    again = decide(
+        loop.spec, decision.status, ObservationAccepted(1, observation(), usage=usage), loop.now
+    )
+    assert again.status.modelUsage == total
+    status = decision.status
+    now = loop.now + timedelta(minutes=2)
+    second = decide(loop.spec, status, TimerDue(), now, model_spend_cap_usd=1.0)
+    seq = second.status.step.seq  # type: ignore[union-attr]
+    unpriced = StepUsage(requests=1, inputTokens=10, outputTokens=1, costUsd=0.6)
+    third = decide(
+        loop.spec,
+        second.status,
+        ObservationAccepted(seq, observation(), usage=unpriced),
+        now + timedelta(minutes=2),
+        model_spend_cap_usd=1.0,
+    )
+    later = decide(
+        loop.spec, third.status, TimerDue(), now + timedelta(minutes=5), model_spend_cap_usd=1.0
+    )
+    stop = stopped_with(later.effects)
+    assert stop.reason is StopReason.blocked and "GOALKEEPER_MODEL_SPEND_CAP_USD" in stop.message
+    assert not [e for e in later.effects if isinstance(e, LaunchStep)]

@@ -153,3 +153,13 @@ def test_next_event_for_a_waiting_or_stopped_monitor() -> None:
     assert next_event(stopped, 1, None, later) is None
     # Active with nothing in flight and nothing pending: a launch was lost; start again.
     assert next_event(MonitorStatus(observedGeneration=1), 1, None, _NOW) == Started(None)
+
+
+def test_a_steps_own_usage_rides_on_its_event_but_a_forged_one_does_not() -> None:
+    usage = {"requests": 3, "inputTokens": 100, "outputTokens": 10, "costUsd": 0.01}
+    raw = {"phase": "Succeeded", "result": observation_dict(), "usage": usage}
+    event = step_event(StepKind.observe, 2, raw)
+    assert isinstance(event, ObservationAccepted) and event.usage is not None
+    assert event.usage.requests == 3
+    forged = step_event(StepKind.observe, 2, raw, forged="no pod")
+    assert isinstance(forged, ObservationRejected) and forged.usage is None

@@ -170,7 +170,14 @@ class Reconciler:
         if event is None:
             log.debug("%s/%s: nothing to do", meta["namespace"], meta["name"])
             return None, facts
-        decision = decide(spec, status, event, now, minute=self.settings.minute)
+        decision = decide(
+            spec,
+            status,
+            event,
+            now,
+            minute=self.settings.minute,
+            model_spend_cap_usd=self.settings.modelSpendCapUsd,
+        )
         log.debug("%s/%s: %s -> %s", meta["namespace"], meta["name"], event, decision.effects)
         return await self._carry_out(monitor, spec, decision), facts
 
@@ -280,7 +287,12 @@ class Reconciler:
                     if problem is not None:
                         event = StepFailed(effect.seq, problem, permanent=True)
                         followup = decide(
-                            spec, decision.status, event, self.clock(), minute=self.settings.minute
+                            spec,
+                            decision.status,
+                            event,
+                            self.clock(),
+                            minute=self.settings.minute,
+                            model_spend_cap_usd=self.settings.modelSpendCapUsd,
                         )
                         return await self._carry_out(monitor, spec, followup)
                 case EmitReport():

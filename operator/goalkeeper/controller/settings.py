@@ -53,6 +53,13 @@ class OperatorSettings(Model):
         default_factory=dict,
         description="Step limits (STEP_PASSTHROUGH) forwarded to every step unchanged.",
     )
+    modelSpendCapUsd: Annotated[float, Field(gt=0, le=1e9)] | None = Field(
+        default=None,
+        description=(
+            "GOALKEEPER_MODEL_SPEND_CAP_USD: model cost one Monitor may run up; at the cap it "
+            "stops before launching another step. Unset: no cap."
+        ),
+    )
     resyncSeconds: Annotated[float, Field(ge=1, le=3600)] = Field(
         default=60.0,
         description=(
@@ -138,6 +145,7 @@ _FIELDS = {
     "repairCommand": "REPAIR_COMMAND",
     "timeScale": "TIME_SCALE",
     "resyncSeconds": "RESYNC_SECONDS",
+    "modelSpendCapUsd": "MODEL_SPEND_CAP_USD",
     "healthPort": "HEALTH_PORT",
     "metricsPort": "METRICS_PORT",
     "listenAddress": "LISTEN_ADDRESS",

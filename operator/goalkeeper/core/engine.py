@@ -33,6 +33,7 @@ from goalkeeper.core.models import (
     StepInFlight,
     StepInput,
     StepKind,
+    StepUsage,
     StopInfo,
     StopReason,
 )
@@ -58,12 +59,14 @@ class Started:
 class ObservationAccepted:
     seq: int
     observation: Observation
+    usage: StepUsage | None = None
 
 
 @dataclass(frozen=True)
 class ObservationRejected:
     seq: int
     error: str
+    usage: StepUsage | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class StepFinished:
 
     seq: int
     result: ActionResult
+    usage: StepUsage | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class StepFailed:
     seq: int
     message: str
     permanent: bool = False
+    usage: StepUsage | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,7 @@ def decide(
     now: datetime,
     *,
     minute: timedelta = MINUTE,
+    model_spend_cap_usd: float | None = None,
 ) -> Decision:
     """The next status and the effects to carry out, in order.
 
@@ -184,6 +190,11 @@ def decide(
             return _after_stop(status, event)
         status = _new_run(status)
     turn = _Turn(spec, status.model_copy(deep=True), now, minute)
+    turn.spend_cap = model_spend_cap_usd
+    # A finished step's model usage counts once, when the step in flight reports it.
+    usage, seq = getattr(event, "usage", None), getattr(event, "seq", None)
+    if usage is not None and seq is not None and turn.owns(seq, observe=None):
+        turn.count_usage(usage)
     match event:
         case Started(generation):
             turn.started(generation)
@@ -272,6 +283,7 @@ class _Turn:
         self.minute = minute
         self.effects: list[Effect] = []
         self.quiet = False
+        self.spend_cap: float | None = None
 
     @property
     def spec(self) -> MonitorSpec:
@@ -283,6 +295,18 @@ class _Turn:
             self.status.conditions = _conditions(self.status, self.now)
         self.status.activity = _activity(self.status)
         return Decision(fit_status(self.status), tuple(self.effects))
+
+    def count_usage(self, usage: StepUsage) -> None:
+        total = self.status.modelUsage
+        self.status.modelUsage = total.model_copy(
+            update={
+                "requests": total.requests + usage.requests,
+                "inputTokens": total.inputTokens + usage.inputTokens,
+                "outputTokens": total.outputTokens + usage.outputTokens,
+                "costUsd": float(total.costUsd) + float(usage.costUsd or 0),
+                "unpricedSteps": total.unpricedSteps + (usage.costUsd is None),
+            }
+        )
 
     def owns(self, seq: int, *, observe: bool | None) -> bool:
         """True when the event comes from the step in flight; anything else is ignored."""
@@ -545,6 +569,15 @@ class _Turn:
 
     def launch(self, kind: StepKind, check: int, action: ActionRequest | None) -> None:
         st = self.status
+        cap = self.spend_cap
+        if cap is not None and float(st.modelUsage.costUsd) >= cap:
+            self.stop(
+                StopReason.blocked,
+                f"The model cost of this monitor reached {float(st.modelUsage.costUsd):.4f} "
+                f"USD, the GOALKEEPER_MODEL_SPEND_CAP_USD cap of {cap} USD; no further step "
+                "runs.",
+            )
+            return
         st.stepSeq += 1
         st.schedule = None  # no check is pending while a step runs
         st.step = StepInFlight(

@@ -501,6 +501,16 @@ class Activity(StrEnum):
 PREVIOUS_RUNS_KEPT = 5
 
 
+class ModelUsage(Model):
+    """Running totals of the model usage of a monitor's steps."""
+
+    requests: Count = 0
+    inputTokens: Annotated[int, Field(ge=0)] = 0
+    outputTokens: Annotated[int, Field(ge=0)] = 0
+    costUsd: Number = Field(default=0, description="Known cost; see unpricedSteps.")
+    unpricedSteps: Count = Field(default=0, description="Steps whose cost is unknown.")
+
+
 class PreviousRun(Model):
     """A run that stopped before a spec edit started a new one."""
 
@@ -576,6 +586,7 @@ class MonitorStatus(Model):
     conditions: Annotated[list[Condition], Field(max_length=8)] = Field(default_factory=list)
     observedGeneration: Annotated[int, Field(ge=0)] | None = None
     activity: Activity = Field(default=Activity.starting, description="What runs now.")
+    modelUsage: ModelUsage = Field(default_factory=ModelUsage)
     previousRuns: Annotated[list[PreviousRun], Field(max_length=PREVIOUS_RUNS_KEPT)] = Field(
         default_factory=list, description="Runs that stopped before a spec edit restarted it."
     )

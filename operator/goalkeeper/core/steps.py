@@ -121,6 +121,8 @@ def step_event(
         if kind is StepKind.observe:
             return ObservationRejected(seq, message)
         return StepFailed(seq, message)
+    # The step's own account of its model usage; a forged status's is not counted.
+    usage = status.usage
     if forged is not None and status.phase in (StepPhase.Succeeded, StepPhase.Failed):
         message = f"The step's result was not written by its own pod: {forged}"
         if kind is StepKind.observe:
@@ -129,16 +131,19 @@ def step_event(
     if status.phase is StepPhase.Failed:
         message = status.error or "The step failed without saying why."
         if kind is StepKind.observe and status.errorKind is StepErrorKind.invalidOutput:
-            return ObservationRejected(seq, message)
-        return StepFailed(seq, message, permanent=status.errorKind is StepErrorKind.configuration)
+            return ObservationRejected(seq, message, usage=usage)
+        permanent = status.errorKind is StepErrorKind.configuration
+        return StepFailed(seq, message, permanent=permanent, usage=usage)
     if status.phase is not StepPhase.Succeeded:
         return None
     if kind is StepKind.observe:
         try:
-            return ObservationAccepted(seq, Observation.model_validate(status.result or {}))
+            observation = Observation.model_validate(status.result or {})
+            return ObservationAccepted(seq, observation, usage=usage)
         except ValidationError as error:
-            return ObservationRejected(seq, f"Invalid observation: {describe_errors(error)}")
+            message = f"Invalid observation: {describe_errors(error)}"
+            return ObservationRejected(seq, message, usage=usage)
     try:
-        return StepFinished(seq, ActionResult.model_validate(status.result or {}))
+        return StepFinished(seq, ActionResult.model_validate(status.result or {}), usage=usage)
     except ValidationError as error:
-        return StepFailed(seq, f"Invalid action result: {describe_errors(error)}")
+        return StepFailed(seq, f"Invalid action result: {describe_errors(error)}", usage=usage)
