@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import yaml
 
 from goalkeeper.devcluster import K8S_VERSION, ControlPlane
 from goalkeeper.devcluster.procs import pid_alive
-from tests.support.cluster_fixtures import REPO
+from tests.support.cluster_fixtures import REPO, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -201,8 +200,13 @@ def test_cluster_up_and_down_cli(tmp_path: Path) -> None:
         )
     assert down.returncode == 0, down.stderr
     assert not (state_dir / "state.json").exists()
-    time.sleep(0.2)
-    assert not pid_alive(state["pid"])
-    assert not any(pid_alive(pid) for pid in state["pids"].values())
+    wait_for(
+        lambda: (
+            not pid_alive(state["pid"])
+            and not any(pid_alive(pid) for pid in state["pids"].values())
+        ),
+        30,
+        "the daemon and its children to exit",
+    )
     gone = subprocess.run([*cmd, "kubeconfig"], capture_output=True, text=True, check=False)
     assert gone.returncode == 1

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -163,7 +164,8 @@ class Scenario:
     observe: Observe
     act_calls: Callable[[int], list[Any]] | None = None
     act_outcomes: list[str] = field(default_factory=list)
-    observe_delay: float = 0.0
+    # Observe answers wait for this, so a test decides when a step may finish.
+    gate: threading.Event | None = None
     observed: list[Facts] = field(default_factory=list)
     acts: int = 0
 
@@ -185,8 +187,8 @@ class Scenario:
             facts = Facts.parse(results)
             self.observed.append(facts)
             answer = self.observe(facts, len(self.observed))
-            if self.observe_delay:
-                time.sleep(self.observe_delay)
+            if self.gate is not None:
+                assert self.gate.wait(180), "the test never let the observe step answer"
             return Final(answer)
         if not results:
             self.acts += 1

@@ -4,7 +4,7 @@ and the clear stops for missing dependencies."""
 from __future__ import annotations
 
 import os
-import time
+import threading
 from typing import Any
 
 import pytest
@@ -47,10 +47,12 @@ def test_operator_killed_mid_step_accepts_the_result_once(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
     target(cluster, suspended=False, seconds=0)
-    model.default = Scenario(cluster.ns, complete, observe_delay=4)
+    answer = threading.Event()
+    model.default = Scenario(cluster.ns, complete, gate=answer)
     cluster.create_monitor()
     step = running_step(cluster)
     operator.kill()
+    answer.set()  # the step finishes while the operator is down
     wait_until(
         lambda: (
             (
@@ -69,10 +71,17 @@ def test_operator_killed_mid_step_accepts_the_result_once(
         "the step to finish while the operator is down",
     )
     assert cluster.status().get("monitor") == "active"  # nobody handled it yet
+    settled = operator.logs().count("/build: nothing to do")
     operator.start()
     status = wait_until(cluster.stopped, 90, "the restarted operator to settle", operator.logs)
     assert status["checks"] == 1 and status["stop"]["reason"] == "goalComplete"
-    time.sleep(2)  # a doubled report would show up by now
+    # A positive signal that the restarted operator is done with the monitor.
+    wait_until(
+        lambda: operator.logs().count("/build: nothing to do") > settled,
+        60,
+        "the restarted operator to find nothing left to do",
+        operator.logs,
+    )
     assert len(cluster.events("Report")) == 1
     assert cluster.step_kinds() == ["observe"]
 
@@ -81,7 +90,8 @@ def test_invalid_step_result_is_rejected_and_not_counted(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
     target(cluster, suspended=False, seconds=0)
-    model.default = Scenario(cluster.ns, complete, observe_delay=6)
+    answer = threading.Event()
+    model.default = Scenario(cluster.ns, complete, gate=answer)
     cluster.create_monitor()
     step = running_step(cluster)
     # A compromised step writes a result that is not an observation.
@@ -103,6 +113,7 @@ def test_invalid_step_result_is_rejected_and_not_counted(
     )
     assert retried["checks"] == 0
     assert "route" in retried["lastRejection"]
+    answer.set()
     status = wait_until(cluster.stopped, 90, "the retried check", operator.logs)
     assert status["checks"] == 1
     assert len(cluster.events("Report")) == 1
@@ -112,7 +123,8 @@ def test_deleting_a_monitor_mid_step_kills_the_step(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess, pod_runner: Any
 ) -> None:
     target(cluster, suspended=False, seconds=0)
-    model.default = Scenario(cluster.ns, complete, observe_delay=60)
+    # The step never gets its answer: it is still running when the monitor goes.
+    model.default = Scenario(cluster.ns, complete, gate=threading.Event())
     cluster.create_monitor()
     step = running_step(cluster)
     pods = cluster.core.list_namespaced_pod(
