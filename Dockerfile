@@ -16,8 +16,11 @@ RUN python3 -m venv /opt/goalkeeper \
  && /opt/goalkeeper/bin/pip install --quiet -r requirements.txt
 COPY operator ./operator
 COPY crds ./crds
+# The local control plane and `goalkeeper dev` are for development, not for a cluster.
 RUN /opt/goalkeeper/bin/pip install --quiet --no-deps . \
- && /opt/goalkeeper/bin/pip uninstall --quiet -y pip setuptools
+ && /opt/goalkeeper/bin/pip uninstall --quiet -y pip setuptools \
+ && site=$(/opt/goalkeeper/bin/python3 -c "import goalkeeper, os; print(os.path.dirname(goalkeeper.__file__))") \
+ && rm -rf "$site/devcluster" "$site/dev.py"
 
 FROM ${BASE_IMAGE}
 COPY --from=build /opt/goalkeeper /opt/goalkeeper

@@ -65,7 +65,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dev(args: argparse.Namespace) -> int:
-    from goalkeeper.dev import run_dev
+    try:
+        from goalkeeper.dev import run_dev
+    except ImportError as missing:
+        print(f"goalkeeper dev needs a development install ({missing})", file=sys.stderr)
+        return 2
 
     _logging(args.verbose)
     loaded = _settings()
@@ -87,9 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     crds_cmd.add_argument("--check", action="store_true", help="fail when the files differ")
     crds_cmd.add_argument("--stdout", action="store_true", help="print instead of writing")
     crds_cmd.set_defaults(func=_crds)
-    from goalkeeper.devcluster.cli import register as register_cluster
-
-    register_cluster(sub)
+    try:
+        from goalkeeper.devcluster.cli import register as register_cluster
+    except ImportError:
+        pass  # the operator image ships without the development cluster
+    else:
+        register_cluster(sub)
 
     run_cmd = sub.add_parser("run", help="run the operator against the current kubeconfig")
     run_cmd.add_argument(

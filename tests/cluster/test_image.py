@@ -65,7 +65,14 @@ def test_runs_as_the_non_root_user(image: str) -> None:
 def test_holds_no_compiler_and_no_test_tools(image: str) -> None:
     found = in_image(image, "sh", "-c", "command -v gcc cc g++ make pip || true")
     assert found.stdout.strip() == ""
-    for module in ("pytest", "hypothesis", "mypy", "tests"):
+    for module in (
+        "pytest",
+        "hypothesis",
+        "mypy",
+        "tests",
+        "cryptography",
+        "goalkeeper.devcluster",
+    ):
         absent = in_image(image, "python3", "-c", f"import {module}")
         assert absent.returncode != 0, f"{module} is in the image"
 
