@@ -384,6 +384,18 @@ class Cluster:
             if e.involved_object.kind == "Monitor" and (reason is None or e.reason == reason)
         ]
 
+    def target(self, *, done: int = 21, **job: Any) -> None:
+        """The scenario's target: Job build and its progress ConfigMap."""
+        self.batch.create_namespaced_job(self.ns, build_job(self.ns, **job))
+        self.core.create_namespaced_config_map(self.ns, progress_map(self.ns, done))
+
+    def step_phase(self, step: str) -> str | None:
+        found = self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, self.ns, "monitorsteps", step
+        )
+        phase: str | None = (found.get("status") or {}).get("phase")
+        return phase
+
     def create_monitor(self, name: str = "build", **spec: Any) -> dict[str, Any]:
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",

@@ -21,7 +21,6 @@ from tests.e2e.harness import (
     Scenario,
     build_job,
     observation,
-    progress_map,
     wait_until,
 )
 from tests.support.model_server import ModelServer, call
@@ -32,11 +31,6 @@ pytestmark = pytest.mark.cluster
 
 def stamp(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def target(cluster: Cluster, *, done: int = 21, **job: Any) -> None:
-    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, **job))
-    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, done))
 
 
 def job_state(cluster: Cluster) -> Any:
@@ -70,7 +64,7 @@ def step_results(cluster: Cluster, kind: str) -> list[dict[str, Any]]:
 def test_acceptance_01_goal_already_complete(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster, done=27, suspended=False, seconds=0)
+    cluster.target(done=27, suspended=False, seconds=0)
     wait_until(lambda: job_state(cluster).status.succeeded, 60, "the target Job to succeed")
     model.default = Scenario(cluster.ns, lambda facts, n: done_or_wait(facts))
     cluster.create_monitor()
@@ -87,7 +81,7 @@ def test_acceptance_01_goal_already_complete(
 def test_acceptance_02_work_active_so_monitor_waits(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster, suspended=False, seconds=120)
+    cluster.target(suspended=False, seconds=120)
     model.default = Scenario(cluster.ns, lambda facts, n: done_or_wait(facts))
     cluster.create_monitor(everyMinutes=3, maxChecks=2)
 
@@ -110,7 +104,7 @@ def test_acceptance_02_work_active_so_monitor_waits(
 def test_acceptance_03_work_idle_so_monitor_starts_it(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster, done=0)
+    cluster.target(done=0)
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         return (
@@ -134,7 +128,7 @@ def test_acceptance_03_work_idle_so_monitor_starts_it(
 def test_acceptance_04_saved_work_exists_so_monitor_resumes_it(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster, done=21)
+    cluster.target(done=21)
     uid = job_state(cluster).metadata.uid
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
@@ -157,7 +151,7 @@ def test_acceptance_04_saved_work_exists_so_monitor_resumes_it(
 def test_acceptance_05_action_succeeds_so_monitor_observes_immediately(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster, seconds=60)
+    cluster.target(seconds=60)
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         if facts.suspended:
@@ -185,7 +179,7 @@ def test_acceptance_05_action_succeeds_so_monitor_observes_immediately(
 def test_acceptance_06_action_fails_once_then_recovery_succeeds(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster)
+    cluster.target()
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         if facts.suspended and n == 1:
@@ -258,7 +252,7 @@ def test_acceptance_07_same_repaired_failure_returns_so_monitor_stops(
     repair_marker: Path,
 ) -> None:
     operator.restart_with(**repair_env)
-    target(cluster, suspended=False, seconds=0, exit_code=3)
+    cluster.target(suspended=False, seconds=0, exit_code=3)
     model.default = Scenario(cluster.ns, lambda facts, n: repair(facts))
     cluster.create_monitor()
     status = finished(cluster, operator)
@@ -270,7 +264,7 @@ def test_acceptance_07_same_repaired_failure_returns_so_monitor_stops(
 def test_acceptance_08_action_outside_authority_so_monitor_stops(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster)
+    cluster.target()
     model.default = Scenario(
         cluster.ns,
         lambda facts, n: act(
@@ -290,7 +284,7 @@ def test_acceptance_09_paid_action_exceeds_limit_so_monitor_does_not_launch_it(
 ) -> None:
     from tests.support.observations import contract
 
-    target(cluster)
+    cluster.target()
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         body = act(
@@ -312,7 +306,7 @@ def test_acceptance_09_paid_action_exceeds_limit_so_monitor_does_not_launch_it(
 def test_acceptance_10_monitor_active_while_target_idle(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess, control_plane: Any
 ) -> None:
-    target(cluster)
+    cluster.target()
 
     # An idle target takes the act route (a wait needs work running or waiting); the
     # second observation answers only once the test has read check 1's facts.
@@ -348,7 +342,7 @@ def test_acceptance_11_target_completes_between_timed_observations(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess, tmp_path: Path
 ) -> None:
     gate = tmp_path / "build-may-finish"
-    target(cluster, suspended=False, gate=gate)
+    cluster.target(suspended=False, gate=gate)
     wait_until(lambda: job_state(cluster).status.active, 60, "the target Job to run")
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
@@ -400,7 +394,7 @@ def test_acceptance_13_normal_restart_does_not_trigger_repair(
     grant = ROOT / "config" / "rbac" / "examples" / "actor-recreate-jobs.yaml"
     control_plane.kubectl("apply", "-n", cluster.ns, "-f", str(grant), check=True)
     operator.restart_with(**repair_env)
-    target(cluster, suspended=False, seconds=0, exit_code=1)
+    cluster.target(suspended=False, seconds=0, exit_code=1)
     wait_until(lambda: job_state(cluster).status.failed, 60, "the target Job to fail")
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
@@ -438,7 +432,7 @@ def test_acceptance_14_real_defect_uses_repair_path(
     repair_marker: Path,
 ) -> None:
     operator.restart_with(**repair_env)
-    target(cluster, suspended=False, seconds=0, exit_code=3)
+    cluster.target(suspended=False, seconds=0, exit_code=3)
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         if n == 1:
@@ -465,7 +459,7 @@ def test_acceptance_14_real_defect_uses_repair_path(
 def test_acceptance_15_no_target_specific_monitoring_api_required(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster, done=21, suspended=False, seconds=120)
+    cluster.target(done=21, suspended=False, seconds=120)
     model.default = Scenario(cluster.ns, lambda facts, n: done_or_wait(facts))
     cluster.create_monitor(everyMinutes=600)
     status = wait_until(

@@ -135,8 +135,7 @@ def release(cluster: Cluster, name: str) -> None:
 def test_recreated_monitor_adopts_nothing_of_the_old_one(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, suspended=False))
-    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
+    cluster.target(suspended=False)
     old_answers = threading.Event()
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
@@ -157,14 +156,7 @@ def test_recreated_monitor_adopts_nothing_of_the_old_one(
     hold(cluster, old_step)
     try:
         wait_until(
-            lambda: (
-                cluster.custom.get_namespaced_custom_object(
-                    GROUP, VERSION, cluster.ns, "monitorsteps", old_step["metadata"]["name"]
-                )
-                .get("status", {})
-                .get("phase")
-                == "Running"
-            ),
+            lambda: cluster.step_phase(old_step["metadata"]["name"]) == "Running",
             60,
             "the old step to run",
             operator.logs,
@@ -182,14 +174,7 @@ def test_recreated_monitor_adopts_nothing_of_the_old_one(
         settled = operator.logs().count("/build: nothing to do")
         old_answers.set()
         wait_until(
-            lambda: (
-                cluster.custom.get_namespaced_custom_object(
-                    GROUP, VERSION, cluster.ns, "monitorsteps", old_step["metadata"]["name"]
-                )
-                .get("status", {})
-                .get("phase")
-                == "Succeeded"
-            ),
+            lambda: cluster.step_phase(old_step["metadata"]["name"]) == "Succeeded",
             60,
             "the old step's result",
             operator.logs,
@@ -217,8 +202,7 @@ def test_recreated_monitor_adopts_nothing_of_the_old_one(
 def test_an_object_of_another_owner_under_a_step_name_stops_the_monitor(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, suspended=False))
-    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
+    cluster.target(suspended=False)
     model.default = Scenario(cluster.ns, complete)
     operator.stop()
     uid = cluster.create_monitor()["metadata"]["uid"]
@@ -263,8 +247,7 @@ def test_an_object_of_another_owner_under_a_step_name_stops_the_monitor(
 def test_a_result_naming_a_pod_outside_the_steps_job_is_rejected(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess, api_client: Any
 ) -> None:
-    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, suspended=False))
-    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
+    cluster.target(suspended=False)
     answer = threading.Event()
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:

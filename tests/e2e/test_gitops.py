@@ -16,9 +16,7 @@ from tests.e2e.harness import (
     Facts,
     OperatorProcess,
     Scenario,
-    build_job,
     observation,
-    progress_map,
     wait_until,
 )
 from tests.support.model_server import ModelServer
@@ -32,8 +30,7 @@ SERVER_SET = {"resourceVersion", "generation", "uid", "creationTimestamp", "mana
 def test_spec_and_metadata_stay_as_applied_after_a_full_run(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess, control_plane: Any
 ) -> None:
-    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, suspended=True))
-    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
+    cluster.target(suspended=True)
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         if n == 1:

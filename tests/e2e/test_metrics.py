@@ -14,9 +14,7 @@ from tests.e2e.harness import (
     Facts,
     OperatorProcess,
     Scenario,
-    build_job,
     observation,
-    progress_map,
     wait_until,
 )
 from tests.support.model_server import ModelServer
@@ -43,8 +41,7 @@ def test_metrics_count_checks_steps_and_stops(
 ) -> None:
     port = free_port()
     operator.restart_with(GOALKEEPER_METRICS_PORT=str(port))
-    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, suspended=False))
-    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
+    cluster.target(suspended=False)
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         if n == 1:

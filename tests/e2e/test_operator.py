@@ -14,20 +14,13 @@ from tests.e2e.harness import (
     Facts,
     OperatorProcess,
     Scenario,
-    build_job,
     observation,
-    progress_map,
     wait_until,
 )
 from tests.support.model_server import ModelServer
 from tests.support.observations import action
 
 pytestmark = pytest.mark.cluster
-
-
-def target(cluster: Cluster, **job: Any) -> None:
-    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, **job))
-    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
 
 
 def complete(facts: Facts, n: int) -> dict[str, Any]:
@@ -46,7 +39,7 @@ def running_step(cluster: Cluster) -> dict[str, Any]:
 def test_operator_killed_mid_step_accepts_the_result_once(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster, suspended=False, seconds=0)
+    cluster.target(suspended=False, seconds=0)
     answer = threading.Event()
     model.default = Scenario(cluster.ns, complete, gate=answer)
     cluster.create_monitor()
@@ -54,19 +47,7 @@ def test_operator_killed_mid_step_accepts_the_result_once(
     operator.kill()
     answer.set()  # the step finishes while the operator is down
     wait_until(
-        lambda: (
-            (
-                cluster.custom.get_namespaced_custom_object(
-                    "goalkeeper.dev",
-                    "v1alpha1",
-                    cluster.ns,
-                    "monitorsteps",
-                    step["metadata"]["name"],
-                ).get("status")
-                or {}
-            ).get("phase")
-            == "Succeeded"
-        ),
+        lambda: cluster.step_phase(step["metadata"]["name"]) == "Succeeded",
         60,
         "the step to finish while the operator is down",
     )
@@ -89,7 +70,7 @@ def test_operator_killed_mid_step_accepts_the_result_once(
 def test_invalid_step_result_is_rejected_and_not_counted(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster, suspended=False, seconds=0)
+    cluster.target(suspended=False, seconds=0)
     answer = threading.Event()
     model.default = Scenario(cluster.ns, complete, gate=answer)
     cluster.create_monitor()
@@ -122,7 +103,7 @@ def test_invalid_step_result_is_rejected_and_not_counted(
 def test_deleting_a_monitor_mid_step_kills_the_step(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess, pod_runner: Any
 ) -> None:
-    target(cluster, suspended=False, seconds=0)
+    cluster.target(suspended=False, seconds=0)
     # The step never gets its answer: it is still running when the monitor goes.
     model.default = Scenario(cluster.ns, complete, gate=threading.Event())
     cluster.create_monitor()
@@ -188,7 +169,7 @@ def test_no_model_configured_stops_with_a_clear_reason(
 def test_no_repair_workflow_configured_stops_with_that_reason(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster, suspended=False, seconds=0, exit_code=3)
+    cluster.target(suspended=False, seconds=0, exit_code=3)
     fix = action(kind="repair", authorizedActionId="fix-config", failureId="bad-flag")
     model.default = Scenario(
         cluster.ns,
@@ -204,7 +185,7 @@ def test_no_repair_workflow_configured_stops_with_that_reason(
 def test_status_conditions_and_observed_generation_follow_spec_edits(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster, suspended=False, seconds=120)
+    cluster.target(suspended=False, seconds=120)
     model.default = Scenario(
         cluster.ns,
         lambda facts, n: observation("wait", "incomplete", "running", facts, "Running."),
@@ -232,7 +213,7 @@ def test_step_history_is_pruned_to_its_bound(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
     operator.restart_with(GOALKEEPER_STEP_HISTORY="2")
-    target(cluster, suspended=False, seconds=120)
+    cluster.target(suspended=False, seconds=120)
     model.default = Scenario(
         cluster.ns,
         lambda facts, n: observation("wait", "incomplete", "running", facts, "Running."),
@@ -255,7 +236,7 @@ def test_step_job_that_keeps_failing_stops_after_bounded_retries(
     client.RbacAuthorizationV1Api(cluster.core.api_client).delete_namespaced_role_binding(
         "goalkeeper-observer", cluster.ns
     )
-    target(cluster, suspended=False, seconds=0)
+    cluster.target(suspended=False, seconds=0)
     model.default = Scenario(cluster.ns, complete)
     cluster.create_monitor()
     status = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)

@@ -16,9 +16,7 @@ from tests.e2e.harness import (
     Facts,
     OperatorProcess,
     Scenario,
-    build_job,
     observation,
-    progress_map,
     wait_until,
 )
 from tests.support.model_server import ModelServer
@@ -32,8 +30,7 @@ CHECKS = 3
 def test_maximal_observations_keep_the_loop_going_within_budget(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, suspended=False))
-    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
+    cluster.target(suspended=False)
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         if n < CHECKS:

@@ -14,9 +14,7 @@ from tests.e2e.harness import (
     Facts,
     OperatorProcess,
     Scenario,
-    build_job,
     observation,
-    progress_map,
     wait_until,
 )
 from tests.support.model_server import ModelServer
@@ -26,13 +24,6 @@ pytestmark = pytest.mark.cluster
 
 def running(facts: Facts, _: int = 0) -> dict[str, Any]:
     return observation("wait", "incomplete", "running", facts, "Job build is running.")
-
-
-def target(cluster: Cluster) -> None:
-    cluster.batch.create_namespaced_job(
-        cluster.ns, build_job(cluster.ns, suspended=False, seconds=600)
-    )
-    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
 
 
 def row(control_plane: Any, namespace: str) -> dict[str, str]:
@@ -51,7 +42,7 @@ def events(cluster: Cluster, reason: str) -> list[Any]:
 def test_columns_show_the_next_check_as_a_time_and_what_runs(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess, control_plane: Any
 ) -> None:
-    target(cluster)
+    cluster.target(suspended=False, seconds=600)
     model.default = Scenario(cluster.ns, running)
     cluster.create_monitor(everyMinutes=600, maxChecks=1)
     # maxChecks=1 stops at the first check; a spec edit later restarts it.
@@ -92,7 +83,7 @@ def test_columns_show_the_next_check_as_a_time_and_what_runs(
 def test_failed_steps_and_rejected_observations_are_warning_events(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    target(cluster)
+    cluster.target(suspended=False, seconds=600)
     # No retries inside the step: an invalid answer or a 500 ends the step at once.
     operator.restart_with(GOALKEEPER_PROVIDER_RETRIES="0", GOALKEEPER_OUTPUT_RETRIES="0")
     answers = iter(["invalid"])
