@@ -58,6 +58,10 @@ class Permanent(ApiError):
     pass
 
 
+# Pauses before the in-place retries of one call; a longer Retry-After goes to the queue.
+CALL_RETRY_PAUSES = (0.1, 0.3)
+IN_PLACE_WAIT_MAX = 2.0
+
 _NETWORK_ERRORS = (
     urllib3.exceptions.HTTPError,
     http.client.HTTPException,
@@ -104,6 +108,17 @@ def _retry_after(error: ApiException) -> float | None:
         return None
 
 
+def _pause_before_retry(failure: ApiError, attempt: int) -> float | None:
+    """Seconds to wait before retrying a call in place, or None to give up here (the work
+    queue then retries the whole reconcile, later)."""
+    if not isinstance(failure, Transient) or attempt >= len(CALL_RETRY_PAUSES):
+        return None
+    hint = failure.retry_after or 0.0
+    if hint > IN_PLACE_WAIT_MAX:
+        return None
+    return max(CALL_RETRY_PAUSES[attempt], hint)
+
+
 class Api(Protocol):
     """What the reconciler needs of the cluster; a fake implements it in unit tests."""
 
@@ -134,12 +149,24 @@ class KubeApi:
         self.batch: Any = client.BatchV1Api(api_client)
 
     async def _call(self, what: str, call: Callable[[], Any]) -> Body:
-        try:
-            result = await asyncio.to_thread(call)
-        except Exception as error:  # every client failure leaves here typed
-            raise typed(error, what) from error
-        answer: Body = self._client.sanitize_for_serialization(result) or {}
-        return answer
+        """One API call, retried in place a few times on a transient failure: every call
+        here is safe to repeat (reads, creates whose AlreadyExists the caller handles,
+        writes guarded by a resourceVersion), and a reconcile that needs many calls in a
+        row should not start over for one dropped connection."""
+        attempt = 0
+        while True:
+            try:
+                result = await asyncio.to_thread(call)
+            except Exception as error:  # every client failure leaves here typed
+                failure = typed(error, what)
+                pause = _pause_before_retry(failure, attempt)
+                if pause is None:
+                    raise failure from error
+                await asyncio.sleep(pause)
+                attempt += 1
+                continue
+            answer: Body = self._client.sanitize_for_serialization(result) or {}
+            return answer
 
     async def get_monitor(self, namespace: str, name: str) -> Body:
         return await self._call(

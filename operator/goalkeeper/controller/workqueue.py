@@ -28,7 +28,7 @@ Key = tuple[str, str]
 Reconcile = Callable[[str, str], Awaitable[MonitorStatus | None]]
 
 BACKOFF_FIRST = 0.5
-BACKOFF_CAP = 30.0
+BACKOFF_CAP = 15.0
 # At most this many monitors are triggered by one resync pass; the rest by the next.
 RESYNC_BATCH = 200
 

@@ -130,3 +130,40 @@ async def test_resync_picks_only_monitors_that_need_work() -> None:
         queue._remember(("ns", name), status)
     assert sorted(queue.due_for_resync()) == [("ns", "busy"), ("ns", "due")]
     await queue.close()
+
+
+async def test_a_call_is_retried_in_place_on_a_transient_failure() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from goalkeeper.controller.api import KubeApi
+
+    answers: list[object] = [ApiException(status=500), ApiException(status=503), {"ok": 1}]
+
+    def call() -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    class Client:
+        @staticmethod
+        def sanitize_for_serialization(value: object) -> object:
+            return value
+
+    api = KubeApi.__new__(KubeApi)
+    api._client = Client()
+    assert await api._call("read something", call) == {"ok": 1}
+    answers[:] = [ApiException(status=500)] * 3
+    try:
+        await api._call("read something", call)
+    except Transient as error:
+        assert error.status == 500 and "read something" in str(error)
+    else:
+        raise AssertionError("three failures in a row reach the work queue")
+    answers[:] = [ApiException(status=403)]
+    try:
+        await api._call("read something", call)
+    except Permanent:
+        assert answers == []
+    else:
+        raise AssertionError("a refusal is not retried")
