@@ -412,6 +412,11 @@ class Cluster:
         return status if status.get("monitor") == "stopped" else None
 
 
+def report_text(event: Any) -> str:
+    """The full report a Report Event carries (its message is the one-line summary)."""
+    return str((event.metadata.annotations or {}).get("goalkeeper.dev/report", ""))
+
+
 def wait_until(
     predicate: Callable[[], Any],
     timeout: float,

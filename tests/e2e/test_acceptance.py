@@ -21,6 +21,7 @@ from tests.e2e.harness import (
     Scenario,
     build_job,
     observation,
+    report_text,
     wait_until,
 )
 from tests.support.model_server import ModelServer, call
@@ -75,7 +76,8 @@ def test_acceptance_01_goal_already_complete(
     assert cluster.step_kinds() == ["observe"]
     assert {j.metadata.labels["goalkeeper.dev/kind"] for j in cluster.step_jobs()} == {"observe"}
     reports = cluster.events("Report")
-    assert len(reports) == 1 and "Goal: complete" in reports[0].message
+    assert len(reports) == 1 and "Goal: complete" in report_text(reports[0])
+    assert reports[0].message.startswith("check 1: goal complete, work complete")
 
 
 def test_acceptance_02_work_active_so_monitor_waits(
@@ -120,9 +122,8 @@ def test_acceptance_03_work_idle_so_monitor_starts_it(
     assert cluster.step_kinds()[:3] == ["observe", "act", "observe"]
     assert job_state(cluster).spec.suspend is False
     first_report = sorted(cluster.events("Report"), key=lambda e: e.metadata.name)[0]
-    assert "Work: idle" in first_report.message and "Next action: Start Job build" in (
-        first_report.message
-    )
+    assert "Work: idle" in report_text(first_report)
+    assert "Next action: Start Job build" in report_text(first_report)
 
 
 def test_acceptance_04_saved_work_exists_so_monitor_resumes_it(
@@ -327,7 +328,7 @@ def test_acceptance_10_monitor_active_while_target_idle(
         operator.logs,
     )
     assert (status["monitor"], status["work"], status["goal"]) == ("active", "idle", "incomplete")
-    report = sorted(cluster.events("Report"), key=lambda e: e.metadata.name)[0].message
+    report = report_text(sorted(cluster.events("Report"), key=lambda e: e.metadata.name)[0])
     assert "Monitor: active" in report and "Work: idle" in report
     assert "Work: running" not in report
     table = control_plane.kubectl("get", "monitors", "-n", cluster.ns, check=True).stdout

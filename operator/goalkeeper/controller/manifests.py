@@ -24,6 +24,7 @@ LABEL_SEQ = f"{GROUP}/seq"
 # The monitor's full name on its step Jobs (a label value may be shortened): a Job event
 # names the monitor to reconcile without a read.
 ANNOTATION_MONITOR = f"{GROUP}/monitor-name"
+ANNOTATION_REPORT = f"{GROUP}/report"
 MAX_NAME = 63  # Job names become pod label values
 STEP_UID = 65532  # the distroless "nonroot" user
 POD_TMP = "/tmp"  # noqa: S108 - inside the step container: its own emptyDir
@@ -198,14 +199,26 @@ def step_env(meta: Manifest, kind: StepKind, settings: OperatorSettings) -> list
 
 
 def monitor_event(
-    monitor: Manifest, *, name: str, reason: str, message: str, warning: bool, now: datetime
+    monitor: Manifest,
+    *,
+    name: str,
+    reason: str,
+    message: str,
+    warning: bool,
+    now: datetime,
+    report: str | None = None,
 ) -> Manifest:
+    """An Event on the Monitor; a report's full text rides in an annotation, so the message
+    stays one line for `kubectl get events` and no report is lost to the next one."""
     meta = monitor["metadata"]
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    event_meta: Manifest = {"name": name, "namespace": meta["namespace"]}
+    if report is not None:
+        event_meta["annotations"] = {ANNOTATION_REPORT: report}
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": name, "namespace": meta["namespace"]},
+        "metadata": event_meta,
         "involvedObject": {
             "apiVersion": API_VERSION,
             "kind": "Monitor",

@@ -298,7 +298,9 @@ class Reconciler:
                 case EmitReport():
                     log.info("%s check %d:\n%s", where, effect.check, effect.text)
                     what = f"{run}check-{effect.check}" + ("-final" if effect.final else "")
-                    await self._event(monitor, what, "Report", effect.summary or effect.text)
+                    await self._event(
+                        monitor, what, "Report", effect.summary or effect.text, report=effect.text
+                    )
                 case PublishSchedule():
                     log.info("%s next check at %s", where, effect.schedule.nextCheckAt.isoformat())
                 case StopMonitor():
@@ -388,7 +390,13 @@ class Reconciler:
         return made
 
     async def _event(
-        self, monitor: Body, what: str, reason: str, message: str, warning: bool = False
+        self,
+        monitor: Body,
+        what: str,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        report: str | None = None,
     ) -> None:
         meta = monitor["metadata"]
         body = manifests.monitor_event(
@@ -398,6 +406,7 @@ class Reconciler:
             message=message,
             warning=warning,
             now=self.clock(),
+            report=report,
         )
         found = await self._create(
             self.api.create_event, self.api.get_event, meta["namespace"], body

@@ -133,3 +133,18 @@ def test_report_event_names_one_report_per_check() -> None:
         now=datetime(2026, 1, 1, tzinfo=UTC),
     )
     assert event["involvedObject"]["uid"] == "1234abcd-0000" and event["type"] == "Normal"
+
+
+def test_a_report_event_is_one_line_and_carries_the_full_report() -> None:
+    full = "Monitor: active\nGoal: incomplete\nWork: running"
+    event = manifests.monitor_event(
+        MONITOR,
+        name="nightly-build.1234abcd.check-1",
+        reason="Report",
+        message="check 1: goal incomplete, work running",
+        warning=False,
+        now=datetime(2026, 1, 1, tzinfo=UTC),
+        report=full,
+    )
+    assert "\n" not in event["message"]
+    assert event["metadata"]["annotations"][manifests.ANNOTATION_REPORT] == full
