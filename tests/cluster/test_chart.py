@@ -25,7 +25,15 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.e2e.harness import Cluster, Facts, Scenario, build_job, observation, progress_map
+from tests.e2e.harness import (
+    Cluster,
+    Facts,
+    Scenario,
+    build_job,
+    observation,
+    progress_map,
+    report_text,
+)
 from tests.support.cluster_fixtures import REPO, wait_for
 from tests.support.model_server import ModelServer
 
@@ -479,7 +487,7 @@ def finish_one_monitor(api_client: Any, namespace: str, model: ModelServer) -> N
     assert status["stop"]["reason"] == "goalComplete"
     assert status["checks"] == 1
     reports = cluster.events("Report")
-    assert len(reports) == 1 and "Goal: complete" in reports[0].message
+    assert len(reports) == 1 and "Goal: complete" in report_text(reports[0])
     # Deleted while the operator runs, so nothing waits on it once the release is gone.
     cluster.custom.delete_namespaced_custom_object(
         "goalkeeper.dev", "v1alpha1", namespace, "monitors", "build"
