@@ -76,3 +76,47 @@ def test_a_status_within_budget_is_only_deduplicated() -> None:
     assert fitted.lastObservation is not None
     assert fitted.lastObservation.observation == obs.observation
     assert fitted.lastObservation.progress is None
+
+
+def test_a_new_track_after_a_full_set_keeps_the_status_valid() -> None:
+    from tests.support.observations import observation, track
+
+    from goalkeeper.core.models import TRACKS_MAX
+
+    spec = MonitorSpec(task="Finish the build.", everyMinutes=1)
+    status = decide(spec, MonitorStatus(), Started(1), NOW).status
+    assert status.step is not None
+    status = decide(spec, status, ObservationAccepted(status.step.seq, maximal()), NOW).status
+    status = decide(spec, status, TimerDue(), NOW + timedelta(minutes=2)).status
+    assert status.step is not None
+    # One track under a key not seen before, and the authority restated as recorded.
+    first = maximal()
+    fresh = observation(
+        "wait",
+        contract=first.contract.model_dump(),
+        authorizedActions=[a.model_dump() for a in first.authorizedActions],
+        progress=[track("modules", 3, 27, NOW)],
+    )
+    status = decide(spec, status, ObservationAccepted(status.step.seq, fresh), NOW).status
+    assert status.checks == 2 and len(status.progress) <= TRACKS_MAX
+    assert "modules" in {t.key for t in status.progress}
+
+
+def test_restrictions_added_to_a_full_record_never_overflow_it() -> None:
+    from goalkeeper.core.models import LIST_ENTRIES
+
+    spec = MonitorSpec(task="Finish the build.", everyMinutes=1)
+    status = decide(spec, MonitorStatus(), Started(1), NOW).status
+    assert status.step is not None
+    first = maximal()
+    status = decide(spec, status, ObservationAccepted(status.step.seq, first), NOW).status
+    status = decide(spec, status, TimerDue(), NOW + timedelta(minutes=2)).status
+    assert status.step is not None
+    more = [*first.contract.forbiddenChanges[2:], "the database", "the cluster's DNS"]
+    stricter = first.model_copy(
+        update={"contract": first.contract.model_copy(update={"forbiddenChanges": more})}
+    )
+    stricter = Observation.model_validate(stricter.model_dump())
+    status = decide(spec, status, ObservationAccepted(status.step.seq, stricter), NOW).status
+    assert status.checks == 2 and status.contract is not None
+    assert len(status.contract.forbiddenChanges) <= LIST_ENTRIES

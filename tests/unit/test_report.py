@@ -174,7 +174,7 @@ def test_work_is_only_what_is_passed(work: WorkState) -> None:
 
 def test_cap_keeps_overall_then_failed_blocked_then_active_then_omitted_count() -> None:
     label = "Worker " + "x" * 150
-    observed = [track(f"w{i}", 1, label=f"{label}{i}", status=TrackStatus.idle) for i in range(60)]
+    observed = [track(f"w{i}", 1, label=f"{label}{i}", status=TrackStatus.idle) for i in range(40)]
     observed += [track(f"run{i}", 1, label=f"{label}r{i}") for i in range(20)]
     observed += [
         track("bad", 1, label="Bad", status=TrackStatus.failed),

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from goalkeeper.core.models import (
+    LIST_ENTRIES,
+    LIST_TOTAL_MAX,
     REPAIRS_KEPT,
     ActionAttempt,
     ActionRequest,
@@ -161,7 +163,6 @@ _MAY_GROW = (
     ("protectedContracts", "protected contract"),
     ("requiredChecks", "required check"),
 )
-_LIST_MAX = 64
 
 
 def review_authority(
@@ -229,7 +230,16 @@ def _unique(entries: Sequence[str]) -> list[str]:
 
 
 def _union(before: Sequence[str], after: Sequence[str]) -> list[str]:
-    return _unique([*before, *after])[:_LIST_MAX]
+    """The recorded entries, then the new ones while the list's bounds allow: a new entry
+    that does not fit adds nothing the record did not already hold."""
+    kept = _unique(before)
+    total = sum(len(e) for e in kept)
+    for entry in _unique([*before, *after])[len(kept) :]:
+        if len(kept) >= LIST_ENTRIES or total + len(entry) > LIST_TOTAL_MAX:
+            break
+        kept.append(entry)
+        total += len(entry)
+    return kept
 
 
 def _review_ceiling(recorded: Money | None, observed: Money | None) -> tuple[str, Money | None]:

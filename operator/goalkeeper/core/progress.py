@@ -26,6 +26,7 @@ from itertools import pairwise
 
 from goalkeeper.core.models import (
     TERMINAL_TRACK_STATUSES,
+    TRACKS_MAX,
     Confidence,
     ProgressEstimate,
     ProgressSample,
@@ -36,7 +37,7 @@ from goalkeeper.core.models import (
 
 MAX_INTERVALS = 8
 MAX_SAMPLES = MAX_INTERVALS + 1
-MAX_TRACKS = 256
+MAX_TRACKS = TRACKS_MAX  # the status keeps as many tracks as one observation may list
 SUMMARY_LINE_MAX = 200
 PROMPT_SUMMARY_MAX = 4000
 
