@@ -100,7 +100,17 @@ def test_kubectl_get_monitors_columns(control_plane: ControlPlane, namespace: st
     print(got.stdout)
     header = got.stdout.splitlines()[0].split()
     # "NEXT CHECK" is two words in the header.
-    assert header[:8] == ["NAME", "GOAL", "WORK", "PROGRESS", "CHECKS", "NEXT", "CHECK", "AGE"]
+    assert header[:9] == [
+        "NAME",
+        "GOAL",
+        "WORK",
+        "PROGRESS",
+        "CHECKS",
+        "NEXT",
+        "CHECK",
+        "STEP",
+        "AGE",
+    ]
     assert "nightly" in got.stdout
     short = control_plane.kubectl("get", "mon", "-n", namespace, "-o", "name")
     assert short.stdout.strip() == "monitor.goalkeeper.dev/nightly"

@@ -110,7 +110,8 @@ async def test_each_request_and_tool_call_is_one_line_without_secrets(
     assert calls["k8s_get"]["outcome"] == "ok" and calls["k8s_get"]["result_chars"] > 100
     assert calls["http_get"]["outcome"] == "refused"  # not in GOALKEEPER_HTTP_ALLOWED_HOSTS
     assert "headers={Authorization}" in calls["http_get"]["args"]
-    assert [d["n"] for d in docs if d["event"] == "tool_call"] == [1, 2, 3, 4]
+    # Calls of one response run concurrently: each is logged once, in the order it ends.
+    assert sorted(d["n"] for d in docs if d["event"] == "tool_call") == [1, 2, 3, 4]
     assert docs[-1]["n"] == 3 and docs[-1]["output_tokens"] == 120
 
 
