@@ -190,9 +190,15 @@ class Scenario:
             if self.gate is not None:
                 assert self.gate.wait(180), "the test never let the observe step answer"
             return Final(answer)
+        # `act_calls(n)` gives one turn of tool calls, or a list of turns when one call must
+        # finish before the next starts (tool calls of one turn run concurrently).
         if not results:
             self.acts += 1
-            return ToolCalls((self.act_calls or self.resume)(self.acts))
+        planned = (self.act_calls or self.resume)(self.acts)
+        turns = planned if planned and isinstance(planned[0], list) else [planned]
+        taken = _turns_since_user(body)
+        if taken < len(turns):
+            return ToolCalls(turns[taken])
         n = self.acts
         said = "\n".join(results)
         # Unless scripted otherwise, the outcome follows what the tools said.
@@ -224,6 +230,13 @@ def _is_observe(body: dict[str, Any]) -> bool:
         if function.get("name") == "final_result":
             return "route" in json.dumps(function.get("parameters", {}))
     raise AssertionError("the step offered no final_result tool")
+
+
+def _turns_since_user(body: dict[str, Any]) -> int:
+    """How many tool-calling turns the model has taken since the step's prompt."""
+    messages = body.get("messages", [])
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    return sum(1 for m in messages[last_user + 1 :] if m.get("tool_calls"))
 
 
 def _results_since_user(body: dict[str, Any]) -> list[str]:

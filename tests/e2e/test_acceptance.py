@@ -410,9 +410,10 @@ def test_acceptance_13_normal_restart_does_not_trigger_repair(
 
     def restart(n: int) -> list[Any]:
         fresh = build_job(cluster.ns, suspended=False, seconds=0)
+        # Two turns: the create must not run alongside the delete it depends on.
         return [
-            call("k8s_delete", kind="Job", name="build", namespace=cluster.ns),
-            call("k8s_create", manifest=fresh),
+            [call("k8s_delete", kind="Job", name="build", namespace=cluster.ns)],
+            [call("k8s_create", manifest=fresh)],
         ]
 
     scenario = Scenario(cluster.ns, observe, act_calls=restart)

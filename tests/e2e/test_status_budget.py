@@ -16,7 +16,6 @@ from tests.e2e.harness import (
     Facts,
     OperatorProcess,
     Scenario,
-    observation,
     wait_until,
 )
 from tests.support.model_server import ModelServer
@@ -35,9 +34,9 @@ def test_maximal_observations_keep_the_loop_going_within_budget(
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         if n < CHECKS:
             return maximal_dict("wait", n)
-        return observation(
-            "stop", "complete", "complete", facts, "Done.", stopReason="goalComplete"
-        )
+        # The last answer restates the recorded authority, as an honest model does.
+        done = maximal_dict("stop", n)
+        return {**done, "goal": "complete", "work": "complete", "stopReason": "goalComplete"}
 
     model.default = Scenario(cluster.ns, observe)
     cluster.create_monitor(everyMinutes=1)
