@@ -338,13 +338,7 @@ class _Turn:
             self.stop_at_limit()
             return
         if schedule.everyMinutes != self.spec.everyMinutes:
-            moved = Schedule(
-                lastCheckAt=schedule.lastCheckAt,
-                nextCheckAt=schedule.lastCheckAt + self.spec.everyMinutes * self.minute,
-                everyMinutes=self.spec.everyMinutes,
-            )
-            self.status.schedule = moved
-            self.effects.append(PublishSchedule(moved))
+            self.publish_schedule(last_check=schedule.lastCheckAt)
 
     def accept(self, observation: Observation) -> None:
         st = self.status
@@ -633,10 +627,12 @@ class _Turn:
         st.spend.total = guards.add_spend(st.spend, entry.cost)
         st.spend.entries = [*st.spend.entries, entry][-LEDGER_ENTRIES:]
 
-    def publish_schedule(self) -> None:
+    def publish_schedule(self, last_check: datetime | None = None) -> None:
+        """The next check, `everyMinutes` after the last one (by default: now)."""
+        last = self.now if last_check is None else last_check
         schedule = Schedule(
-            lastCheckAt=self.now,
-            nextCheckAt=self.now + self.spec.everyMinutes * self.minute,
+            lastCheckAt=last,
+            nextCheckAt=last + self.spec.everyMinutes * self.minute,
             everyMinutes=self.spec.everyMinutes,
         )
         self.status.schedule = schedule
