@@ -210,18 +210,21 @@ class LeaderElector:
                     return
                 await asyncio.sleep(min(self.period / 4, 0.5))
 
+    async def _read(self) -> Any:
+        return await self._call(
+            self.api.get_namespaced_custom_object,
+            LEASE_GROUP,
+            LEASE_VERSION,
+            self.namespace,
+            LEASES,
+            self.name,
+        )
+
     async def try_hold(self) -> tuple[Attempt, LeaseSpec | None]:
         """One read and, where `claim` allows, one write of the lease."""
         started = time.monotonic()
         try:
-            found = await self._call(
-                self.api.get_namespaced_custom_object,
-                LEASE_GROUP,
-                LEASE_VERSION,
-                self.namespace,
-                LEASES,
-                self.name,
-            )
+            found = await self._read()
         except ApiException as error:
             if error.status != 404:
                 return self._failed(error, None)
@@ -275,14 +278,7 @@ class LeaderElector:
             return
         self.leading = False
         try:
-            found = await self._call(
-                self.api.get_namespaced_custom_object,
-                LEASE_GROUP,
-                LEASE_VERSION,
-                self.namespace,
-                LEASES,
-                self.name,
-            )
+            found = await self._read()
             freed = release(LeaseSpec.from_api(found.get("spec")), self.identity, self.clock())
             if freed is None:
                 return
