@@ -9,7 +9,8 @@ from collections import defaultdict
 from itertools import count
 from typing import Any
 
-from goalkeeper.controller.api import AlreadyExists, ApiError, Conflict, NotFound
+from goalkeeper.controller.api import AlreadyExists, ApiError, Conflict, NotFound, owned_steps
+from goalkeeper.controller.manifests import LABEL_MONITOR, LABEL_SEQ, label_value
 
 Body = dict[str, Any]
 
@@ -86,7 +87,7 @@ class FakeApi:
 
     # --- the Api protocol ---
 
-    async def get_monitor(self, namespace: str, name: str) -> Body:
+    async def get_monitor(self, namespace: str, name: str, fresh: bool = False) -> Body:
         self._enter("get_monitor", name)
         return self._read("Monitor", namespace, name)
 
@@ -100,7 +101,7 @@ class FakeApi:
         current["status"] = merge_patch(current.get("status") or {}, status)
         return self.put("Monitor", current)
 
-    async def get_step(self, namespace: str, name: str) -> Body:
+    async def get_step(self, namespace: str, name: str, fresh: bool = False) -> Body:
         self._enter("get_step", name)
         return self._read("MonitorStep", namespace, name)
 
@@ -108,22 +109,27 @@ class FakeApi:
         self._enter("create_step", body["metadata"]["name"])
         return self._create("MonitorStep", namespace, body)
 
-    async def list_steps(self, namespace: str, label_selector: str) -> list[Body]:
-        self._enter("list_steps", label_selector)
-        key, _, value = label_selector.partition("=")
-        return [
-            s
-            for s in self.all("MonitorStep")
-            if s["metadata"].get("namespace") == namespace
-            and (s["metadata"].get("labels") or {}).get(key) == value
-        ]
+    async def step_history(self, namespace: str, monitor: str, uid: str) -> dict[int, str]:
+        self._enter("step_history", monitor)
+        return owned_steps(
+            [s for s in self.all("MonitorStep") if s["metadata"].get("namespace") == namespace],
+            uid,
+        )
 
-    async def delete_step(self, namespace: str, name: str) -> None:
-        self._enter("delete_step", name)
-        self._read("MonitorStep", namespace, name)
-        self.delete("MonitorStep", namespace, name)
+    async def delete_steps(self, namespace: str, monitor: str, uid: str, seqs: list[int]) -> None:
+        self._enter("delete_steps", f"{monitor}:{','.join(map(str, seqs))}")
+        label = label_value(monitor)
+        for step in self.all("MonitorStep"):
+            meta = step["metadata"]
+            labels = meta.get("labels") or {}
+            if (
+                meta.get("namespace") == namespace
+                and labels.get(LABEL_MONITOR) == label
+                and labels.get(LABEL_SEQ) in {str(seq) for seq in seqs}
+            ):
+                self.delete("MonitorStep", namespace, meta["name"])
 
-    async def get_job(self, namespace: str, name: str) -> Body:
+    async def get_job(self, namespace: str, name: str, fresh: bool = False) -> Body:
         self._enter("get_job", name)
         return self._read("Job", namespace, name)
 
@@ -131,7 +137,7 @@ class FakeApi:
         self._enter("create_job", body["metadata"]["name"])
         return self._create("Job", namespace, body)
 
-    async def get_pod(self, namespace: str, name: str) -> Body:
+    async def get_pod(self, namespace: str, name: str, fresh: bool = False) -> Body:
         self._enter("get_pod", name)
         return self._read("Pod", namespace, name)
 

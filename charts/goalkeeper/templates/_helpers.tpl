@@ -41,7 +41,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [get, patch]
 - apiGroups: [goalkeeper.dev]
   resources: [monitorsteps]
-  verbs: [get, list, watch, create, delete]
+  # deletecollection: old steps are pruned in batches, one request each.
+  verbs: [get, list, watch, create, delete, deletecollection]
 # Owner references with blockOwnerDeletion need update on the owner's finalizers.
 - apiGroups: [goalkeeper.dev]
   resources: [monitors/finalizers, monitorsteps/finalizers]
@@ -53,9 +54,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create, get]
+# list, watch: step pods are watched (by label) for the check that a result's pod is the Job's.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get]
+  verbs: [get, list, watch]
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get]

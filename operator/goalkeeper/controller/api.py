@@ -15,13 +15,14 @@ import json
 import socket
 import ssl
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import urllib3.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from goalkeeper.controller.manifests import GROUP, VERSION
+from goalkeeper.controller.manifests import GROUP, LABEL_MONITOR, LABEL_SEQ, VERSION, label_value
 
 Body = dict[str, Any]
 
@@ -120,43 +121,67 @@ def _pause_before_retry(failure: ApiError, attempt: int) -> float | None:
 
 
 class Api(Protocol):
-    """What the reconciler needs of the cluster; a fake implements it in unit tests."""
+    """What the reconciler needs of the cluster; a fake implements it in unit tests.
 
-    async def get_monitor(self, namespace: str, name: str) -> Body: ...
+    A read with `fresh=True` must come from the API server itself: a caching
+    implementation (see cache.py) may answer the others from what its watches showed.
+    """
+
+    async def get_monitor(self, namespace: str, name: str, fresh: bool = False) -> Body: ...
     async def patch_monitor_status(
         self, namespace: str, name: str, resource_version: str, status: Body
     ) -> Body: ...
-    async def get_step(self, namespace: str, name: str) -> Body: ...
+    async def get_step(self, namespace: str, name: str, fresh: bool = False) -> Body: ...
     async def create_step(self, namespace: str, body: Body) -> Body: ...
-    async def list_steps(self, namespace: str, label_selector: str) -> list[Body]: ...
-    async def delete_step(self, namespace: str, name: str) -> None: ...
-    async def get_job(self, namespace: str, name: str) -> Body: ...
+    async def step_history(self, namespace: str, monitor: str, uid: str) -> dict[int, str]: ...
+    async def delete_steps(
+        self, namespace: str, monitor: str, uid: str, seqs: list[int]
+    ) -> None: ...
+    async def get_job(self, namespace: str, name: str, fresh: bool = False) -> Body: ...
     async def create_job(self, namespace: str, body: Body) -> Body: ...
-    async def get_pod(self, namespace: str, name: str) -> Body: ...
+    async def get_pod(self, namespace: str, name: str, fresh: bool = False) -> Body: ...
     async def get_event(self, namespace: str, name: str) -> Body: ...
     async def create_event(self, namespace: str, body: Body) -> Body: ...
     async def get_service_account(self, namespace: str, name: str) -> Body: ...
 
 
+# Calls in flight at once; the client's connection pool is sized to match (run.py).
+API_THREADS = 16
+
+
+def owned_steps(listed: list[Body], monitor_uid: str) -> dict[int, str]:
+    """seq -> name of the MonitorSteps in `listed` that `monitor_uid` owns."""
+    history: dict[int, str] = {}
+    for step in listed:
+        refs = step["metadata"].get("ownerReferences") or []
+        seq = (step.get("spec") or {}).get("seq")
+        if isinstance(seq, int) and any(
+            ref.get("uid") == monitor_uid and ref.get("controller") for ref in refs
+        ):
+            history[seq] = step["metadata"]["name"]
+    return history
+
+
 class KubeApi:
-    """`Api` over the official client."""
+    """`Api` over the official client, reading the API's JSON as it comes: no typed models
+    built and taken apart again for every answer."""
 
     def __init__(self, api_client: Any) -> None:
-        self._client = api_client
-        # Plain dicts in and out: the typed models of the client add nothing here.
         self.custom: Any = client.CustomObjectsApi(api_client)
         self.core: Any = client.CoreV1Api(api_client)
         self.batch: Any = client.BatchV1Api(api_client)
+        self._threads = ThreadPoolExecutor(API_THREADS, thread_name_prefix="kube-api")
 
     async def _call(self, what: str, call: Callable[[], Any]) -> Body:
         """One API call, retried in place a few times on a transient failure: every call
         here is safe to repeat (reads, creates whose AlreadyExists the caller handles,
         writes guarded by a resourceVersion), and a reconcile that needs many calls in a
         row should not start over for one dropped connection."""
+        loop = asyncio.get_running_loop()
         attempt = 0
         while True:
             try:
-                result = await asyncio.to_thread(call)
+                answer = await loop.run_in_executor(self._threads, _read_json, call)
             except Exception as error:  # every client failure leaves here typed
                 failure = typed(error, what)
                 pause = _pause_before_retry(failure, attempt)
@@ -165,14 +190,13 @@ class KubeApi:
                 await asyncio.sleep(pause)
                 attempt += 1
                 continue
-            answer: Body = self._client.sanitize_for_serialization(result) or {}
             return answer
 
-    async def get_monitor(self, namespace: str, name: str) -> Body:
+    async def get_monitor(self, namespace: str, name: str, fresh: bool = False) -> Body:
         return await self._call(
             f"read Monitor {namespace}/{name}",
             lambda: self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, "monitors", name
+                GROUP, VERSION, namespace, "monitors", name, _preload_content=False
             ),
         )
 
@@ -190,14 +214,15 @@ class KubeApi:
                 name,
                 body,
                 _content_type="application/merge-patch+json",
+                _preload_content=False,
             ),
         )
 
-    async def get_step(self, namespace: str, name: str) -> Body:
+    async def get_step(self, namespace: str, name: str, fresh: bool = False) -> Body:
         return await self._call(
             f"read MonitorStep {namespace}/{name}",
             lambda: self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, "monitorsteps", name
+                GROUP, VERSION, namespace, "monitorsteps", name, _preload_content=False
             ),
         )
 
@@ -205,57 +230,83 @@ class KubeApi:
         return await self._call(
             f"create MonitorStep {namespace}/{body['metadata']['name']}",
             lambda: self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, "monitorsteps", body
+                GROUP, VERSION, namespace, "monitorsteps", body, _preload_content=False
             ),
         )
 
-    async def list_steps(self, namespace: str, label_selector: str) -> list[Body]:
+    async def step_history(self, namespace: str, monitor: str, uid: str) -> dict[int, str]:
         listed = await self._call(
-            f"list MonitorSteps in {namespace}",
+            f"list the MonitorSteps of {namespace}/{monitor}",
             lambda: self.custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, "monitorsteps", label_selector=label_selector
+                GROUP,
+                VERSION,
+                namespace,
+                "monitorsteps",
+                label_selector=f"{LABEL_MONITOR}={label_value(monitor)}",
+                _preload_content=False,
             ),
         )
-        return list(listed.get("items") or [])
+        return owned_steps(list(listed.get("items") or []), uid)
 
-    async def delete_step(self, namespace: str, name: str) -> None:
+    async def delete_steps(self, namespace: str, monitor: str, uid: str, seqs: list[int]) -> None:
+        # One request for the batch; the seq label picks them, the monitor label scopes it.
+        listed = ",".join(map(str, seqs))
+        selector = f"{LABEL_MONITOR}={label_value(monitor)},{LABEL_SEQ} in ({listed})"
         await self._call(
-            f"delete MonitorStep {namespace}/{name}",
-            lambda: self.custom.delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, "monitorsteps", name, propagation_policy="Background"
+            f"delete MonitorSteps {listed} of {namespace}/{monitor}",
+            lambda: self.custom.delete_collection_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                "monitorsteps",
+                label_selector=selector,
+                propagation_policy="Background",
+                _preload_content=False,
             ),
         )
 
-    async def get_job(self, namespace: str, name: str) -> Body:
+    async def get_job(self, namespace: str, name: str, fresh: bool = False) -> Body:
         return await self._call(
-            f"read Job {namespace}/{name}", lambda: self.batch.read_namespaced_job(name, namespace)
+            f"read Job {namespace}/{name}",
+            lambda: self.batch.read_namespaced_job(name, namespace, _preload_content=False),
         )
 
     async def create_job(self, namespace: str, body: Body) -> Body:
         return await self._call(
             f"create Job {namespace}/{body['metadata']['name']}",
-            lambda: self.batch.create_namespaced_job(namespace, body),
+            lambda: self.batch.create_namespaced_job(namespace, body, _preload_content=False),
         )
 
-    async def get_pod(self, namespace: str, name: str) -> Body:
+    async def get_pod(self, namespace: str, name: str, fresh: bool = False) -> Body:
         return await self._call(
-            f"read Pod {namespace}/{name}", lambda: self.core.read_namespaced_pod(name, namespace)
+            f"read Pod {namespace}/{name}",
+            lambda: self.core.read_namespaced_pod(name, namespace, _preload_content=False),
         )
 
     async def get_event(self, namespace: str, name: str) -> Body:
         return await self._call(
             f"read Event {namespace}/{name}",
-            lambda: self.core.read_namespaced_event(name, namespace),
+            lambda: self.core.read_namespaced_event(name, namespace, _preload_content=False),
         )
 
     async def create_event(self, namespace: str, body: Body) -> Body:
         return await self._call(
             f"create Event {namespace}/{body['metadata']['name']}",
-            lambda: self.core.create_namespaced_event(namespace, body),
+            lambda: self.core.create_namespaced_event(namespace, body, _preload_content=False),
         )
 
     async def get_service_account(self, namespace: str, name: str) -> Body:
         return await self._call(
             f"read ServiceAccount {namespace}/{name}",
-            lambda: self.core.read_namespaced_service_account(name, namespace),
+            lambda: self.core.read_namespaced_service_account(
+                name, namespace, _preload_content=False
+            ),
         )
+
+
+def _read_json(call: Callable[[], Any]) -> Body:
+    """Run one raw client call and decode its JSON answer."""
+    response = call()
+    data = response.data
+    answer: Body = json.loads(data) if data else {}
+    return answer

@@ -1,8 +1,9 @@
-"""kopf handlers: each cluster event only names the Monitor it concerns. Thin by design.
+"""kopf handlers: each cluster event updates the watch cache and names the Monitor it
+concerns. Thin by design.
 
 Only watch-event handlers are used: they need no finalizer (deleting a Monitor is never
 blocked) and write no kopf bookkeeping into the resources. What happened is worked out
-by the reconcile from the current state, never from the event itself.
+by the reconcile from the current state (the cache), never from the event itself.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import kopf
 
 from goalkeeper.controller import metrics
+from goalkeeper.controller.cache import JOB, MONITOR, POD, STEP, WatchCache
 from goalkeeper.controller.manifests import ANNOTATION_MONITOR, GROUP, LABEL_STEP, VERSION
 from goalkeeper.controller.workqueue import WorkQueue
 from goalkeeper.core.steps import TERMINAL_PHASES
@@ -23,9 +25,21 @@ log = logging.getLogger("goalkeeper.handlers")
 def register(registry: kopf.OperatorRegistry) -> None:
     kopf.on.event(GROUP, VERSION, "monitors", registry=registry)(on_monitor)
     kopf.on.event(GROUP, VERSION, "monitorsteps", registry=registry)(on_step)
-    kopf.on.event("batch", "v1", "jobs", labels={LABEL_STEP: kopf.PRESENT}, registry=registry)(
-        on_job
-    )
+    # The same label is also selected server-side (run.py): only step Jobs and pods come.
+    ours = {LABEL_STEP: kopf.PRESENT}
+    kopf.on.event("batch", "v1", "jobs", labels=ours, registry=registry)(on_job)
+    kopf.on.event("", "v1", "pods", labels=ours, registry=registry)(on_pod)
+
+
+def _track(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) -> bool:
+    """Keep the cache in step with the watch; True when the object was deleted."""
+    raw = dict(event.get("object") or body)
+    if event.get("type") == "DELETED":
+        meta = raw.get("metadata") or {}
+        cache.drop(kind, str(meta.get("namespace")), str(meta.get("name")), raw)
+        return True
+    cache.put(kind, raw)
+    return False
 
 
 async def on_monitor(
@@ -39,9 +53,10 @@ async def on_monitor(
 ) -> None:
     assert namespace is not None  # Monitors are namespaced
     queue: WorkQueue = memo.queue
-    if event.get("type") == "DELETED":
+    if _track(memo.cache, MONITOR, event, body):
         # Garbage collection removes the steps, Jobs and pods; nothing more is reported.
         log.info("%s/%s deleted: cancelled", namespace, name)
+        memo.cache.forget_monitor(namespace, name, body.get("metadata", {}).get("uid"))
         queue.forget(namespace, name)
         metrics.forget_monitor(namespace, name)
         return
@@ -51,20 +66,27 @@ async def on_monitor(
 async def on_step(
     *, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
 ) -> None:
+    deleted = _track(memo.cache, STEP, event, body)
     monitor = (body.get("spec") or {}).get("monitor")
     if namespace is None or not isinstance(monitor, str):
         return
-    if event.get("type") == "DELETED" or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
+    if deleted or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
         memo.queue.trigger(namespace, monitor)
 
 
 async def on_job(
     *, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
 ) -> None:
+    deleted = _track(memo.cache, JOB, event, body)
     monitor = (body.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_MONITOR)
     if namespace is None or not isinstance(monitor, str):
         return
     conditions = (body.get("status") or {}).get("conditions") or []
     failed = any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
-    if event.get("type") == "DELETED" or failed:
+    if deleted or failed:
         memo.queue.trigger(namespace, monitor)
+
+
+async def on_pod(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    # Read when a result names its pod; nothing to reconcile on a pod's own change.
+    _track(memo.cache, POD, event, body)

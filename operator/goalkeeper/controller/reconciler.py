@@ -20,8 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from goalkeeper.controller import manifests, metrics
-from goalkeeper.controller.api import AlreadyExists, Api, Conflict, NotFound
-from goalkeeper.controller.manifests import LABEL_MONITOR
+from goalkeeper.controller.api import AlreadyExists, Api, ApiError, Conflict, NotFound
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core.engine import (
     Decision,
@@ -31,6 +30,8 @@ from goalkeeper.core.engine import (
     PublishSchedule,
     StepFailed,
     StopMonitor,
+    api_recovered,
+    api_refused,
     decide,
     halt,
     reject_spec,
@@ -127,7 +128,9 @@ class Reconciler:
             if status is None:
                 return None
             decision, facts = await self._round(monitor, status)
-            if decision is None or decision.status == status:
+            # Getting this far means the API answers again: an earlier refusal is over.
+            target = api_recovered(decision.status if decision is not None else status)
+            if target == status:
                 self.settled[key] = monitor["metadata"]["resourceVersion"]
                 metrics.set_monitor(namespace, name, status)
                 return status
@@ -136,22 +139,44 @@ class Reconciler:
                     namespace,
                     name,
                     monitor["metadata"]["resourceVersion"],
-                    decision.status.model_dump(mode="json"),
+                    target.model_dump(mode="json"),
                 )
             except Conflict:
-                # Someone wrote in between: decide again from what is there now.
-                monitor = await self._read_monitor(namespace, name)
+                # Someone wrote in between, or what we read was stale: decide again from
+                # what the API server has now.
+                monitor = await self._read_monitor(namespace, name, fresh=True)
             except NotFound:
                 monitor = None
             else:
-                metrics.record_decision(namespace, status, decision.status, _step_status(facts))
-                metrics.set_monitor(namespace, name, decision.status)
+                metrics.record_decision(namespace, status, target, _step_status(facts))
+                metrics.set_monitor(namespace, name, target)
         log.info("%s/%s: still moving after %d rounds; continuing", namespace, name, MAX_ROUNDS)
         return status
 
-    async def _read_monitor(self, namespace: str, name: str) -> Body | None:
+    async def record_refusal(self, namespace: str, name: str, message: str) -> None:
+        """Show a refusal that retrying cannot fix on the Monitor, once per message; the
+        API may refuse this write too, so a failure here is only logged."""
         try:
-            return await self.api.get_monitor(namespace, name)
+            monitor = await self._read_monitor(namespace, name)
+            status = read_status(monitor) if monitor is not None else None
+            if monitor is None or status is None:
+                return
+            refused = api_refused(status, message, self.clock())
+            if refused != status:
+                await self.api.patch_monitor_status(
+                    namespace,
+                    name,
+                    monitor["metadata"]["resourceVersion"],
+                    refused.model_dump(mode="json"),
+                )
+        except ApiError as error:
+            log.warning(
+                "%s/%s: could not record the refusal on the Monitor: %s", namespace, name, error
+            )
+
+    async def _read_monitor(self, namespace: str, name: str, fresh: bool = False) -> Body | None:
+        try:
+            return await self.api.get_monitor(namespace, name, fresh=fresh)
         except NotFound:
             return None
 
@@ -200,9 +225,9 @@ class Reconciler:
             ended = await self._job_ended(namespace, found)
             if ended is None:
                 return StepFacts(name, True, status=found.get("status"))
-            # The pod writes its result before it exits: look once more before calling
-            # a Job that just ended a step without a result.
-            found = await self._get(self.api.get_step, namespace, name)
+            # The pod writes its result before it exits: look once more, at the API server
+            # itself, before calling a Job that just ended a step without a result.
+            found = await self._get(self.api.get_step, namespace, name, fresh=True)
             if found is None:
                 return StepFacts(name, found=False)
             if (found.get("status") or {}).get("phase") not in TERMINAL_PHASES:
@@ -247,9 +272,13 @@ class Reconciler:
         return None
 
     @staticmethod
-    async def _get(read: Callable[[str, str], Any], namespace: str, name: str) -> Body | None:
+    async def _get(
+        read: Callable[..., Any], namespace: str, name: str, fresh: bool = False
+    ) -> Body | None:
         try:
-            found: Body = await read(namespace, name)
+            found: Body = await (
+                read(namespace, name, fresh=True) if fresh else read(namespace, name)
+            )
         except NotFound:
             return None
         return found
@@ -348,7 +377,10 @@ class Reconciler:
         if not manifests.owned_by(created, meta["uid"]):
             raise ForeignObject(_foreign("MonitorStep", created, f"Monitor {meta['name']}"))
         job = manifests.step_job(created, self.settings)
-        found = await self._get(self.api.get_job, namespace, job["metadata"]["name"])
+        # A step made just now has no Job yet: create it without looking first.
+        found = (
+            None if fresh else await self._get(self.api.get_job, namespace, job["metadata"]["name"])
+        )
         if found is None and not fresh and launch.kind is not StepKind.observe:
             # An earlier attempt made this step; its Job may have run and been deleted.
             # A mutation runs at most once: the next round finds the Job gone and
@@ -415,16 +447,22 @@ class Reconciler:
             raise ForeignObject(_foreign("Event", found, f"Monitor {meta['name']}"))
 
     async def _prune(self, monitor: Body, keep_seq: int) -> None:
-        """Keep the newest `stepHistory` MonitorSteps; GC takes their Jobs and pods."""
+        """Keep the newest `stepHistory` MonitorSteps; GC takes their Jobs and pods.
+
+        Deleted in batches of half the history, one request each, so a monitor checking
+        all the time deletes once every few checks instead of once per check."""
         meta = monitor["metadata"]
-        listed = await self.api.list_steps(
-            meta["namespace"], f"{LABEL_MONITOR}={manifests.label_value(meta['name'])}"
-        )
-        steps = [s for s in listed if manifests.owned_by(s, meta["uid"])]
-        steps.sort(key=lambda s: int(s["spec"]["seq"]))
-        excess = len(steps) - self.settings.stepHistory
-        for old in steps[: max(excess, 0)]:
-            if int(old["spec"]["seq"]) == keep_seq:
-                continue
+        history = await self.api.step_history(meta["namespace"], meta["name"], meta["uid"])
+        seqs = sorted(history)
+        excess = len(seqs) - self.settings.stepHistory
+        if excess < prune_batch(self.settings.stepHistory):
+            return
+        old = [seq for seq in seqs[:excess] if seq != keep_seq]
+        if old:
             with contextlib.suppress(NotFound):
-                await self.api.delete_step(meta["namespace"], old["metadata"]["name"])
+                await self.api.delete_steps(meta["namespace"], meta["name"], meta["uid"], old)
+
+
+def prune_batch(history: int) -> int:
+    """How many excess MonitorSteps make a prune worth a request."""
+    return max(1, (history + 1) // 2)

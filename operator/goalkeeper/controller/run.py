@@ -16,27 +16,34 @@ import kopf
 from kubernetes import client, config
 
 from goalkeeper.controller import metrics
-from goalkeeper.controller.api import KubeApi
+from goalkeeper.controller.api import API_THREADS, KubeApi
+from goalkeeper.controller.cache import CachedApi, WatchCache
 from goalkeeper.controller.handlers import register
 from goalkeeper.controller.leader import LeaderElector, standby_health
-from goalkeeper.controller.manifests import GROUP
+from goalkeeper.controller.manifests import GROUP, LABEL_STEP
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.controller.workqueue import WorkQueue
 
 log = logging.getLogger("goalkeeper.operator")
 
+LIST_PAGE = 500
+WATCH_WORKERS = 64
+
 
 def api_client() -> Any:
-    """KUBECONFIG (or ~/.kube/config) when present, in-cluster configuration otherwise."""
+    """KUBECONFIG (or ~/.kube/config) when present, in-cluster configuration otherwise,
+    with a connection for every call the reconciler may have in flight."""
+    configuration = client.Configuration()
     try:
         # Read KUBECONFIG now: the client library's default was fixed when it was imported.
-        return config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=os.environ.get("KUBECONFIG")
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration
         )
     except config.ConfigException:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        return client.ApiClient()
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    configuration.connection_pool_maxsize = API_THREADS
+    return client.ApiClient(configuration)
 
 
 def build_registry() -> kopf.OperatorRegistry:
@@ -50,6 +57,12 @@ def build_registry() -> kopf.OperatorRegistry:
         settings.watching.server_timeout = 270
         settings.watching.client_timeout = 300
         settings.watching.connect_timeout = 30
+        # Only step Jobs and pods reach the operator, not every Job and pod of the cluster;
+        # initial lists come in pages, and a burst of events runs on a bounded set of workers.
+        settings.watching.label_selectors["batch", "jobs"] = LABEL_STEP
+        settings.watching.label_selectors["", "pods"] = LABEL_STEP
+        settings.watching.chunk_size = LIST_PAGE
+        settings.queueing.worker_limit = WATCH_WORKERS
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
         settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
@@ -119,13 +132,15 @@ async def _run_kopf(
     ready_flag: asyncio.Event | None,
     leadership: Callable[[], dict[str, Any]],
 ) -> None:
-    reconciler = Reconciler(KubeApi(api), settings)
+    cache = WatchCache()
+    reconciler = Reconciler(CachedApi(KubeApi(api), cache), settings)
     queue = WorkQueue(
         reconciler.reconcile,
         resync_seconds=settings.resyncSeconds,
         settled=reconciler.settled,
         on_error=metrics.record_error,
         on_retry=metrics.record_retry,
+        record_refusal=reconciler.record_refusal,
     )
     if not settings.model:
         log.warning("GOALKEEPER_MODEL is not set: monitors will stop with that reason")
@@ -146,7 +161,7 @@ async def _run_kopf(
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
             standalone=True,
-            memo=kopf.Memo(queue=queue, leadership=leadership),
+            memo=kopf.Memo(queue=queue, cache=cache, leadership=leadership),
             stop_flag=stop_flag,
             ready_flag=ready_flag,
             liveness_endpoint=liveness,

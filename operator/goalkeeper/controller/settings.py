@@ -42,7 +42,11 @@ class OperatorSettings(Model):
         description="GOALKEEPER_STEP_DEADLINE_SECONDS: activeDeadlineSeconds of a step.",
     )
     stepHistory: Annotated[int, Field(ge=1, le=1000)] = Field(
-        default=20, description="GOALKEEPER_STEP_HISTORY: MonitorSteps kept per monitor."
+        default=20,
+        description=(
+            "GOALKEEPER_STEP_HISTORY: MonitorSteps kept per monitor; the older ones are "
+            "deleted in batches of half as many, one request a batch."
+        ),
     )
     namespaces: list[str] = Field(
         default_factory=list,

@@ -26,6 +26,8 @@ log = logging.getLogger("goalkeeper.workqueue")
 
 Key = tuple[str, str]
 Reconcile = Callable[[str, str], Awaitable[MonitorStatus | None]]
+# Shows a refusal that retrying cannot fix on the monitor itself (namespace, name, message).
+RecordRefusal = Callable[[str, str, str], Awaitable[None]]
 
 BACKOFF_FIRST = 0.5
 BACKOFF_CAP = 15.0
@@ -66,6 +68,7 @@ class WorkQueue:
         rng: random.Random | None = None,
         on_error: Callable[[str], None] | None = None,
         on_retry: Callable[[], None] | None = None,
+        record_refusal: RecordRefusal | None = None,
     ) -> None:
         self._reconcile = reconcile
         self.resync_seconds = resync_seconds
@@ -74,6 +77,7 @@ class WorkQueue:
         self._rng = rng or random.Random()  # noqa: S311 - retry jitter, not a secret
         self._on_error = on_error or (lambda _: None)
         self._on_retry = on_retry or (lambda: None)
+        self._record_refusal = record_refusal
         self._dirty: set[Key] = set()
         self._workers: dict[Key, asyncio.Task[None]] = {}
         self._timers: dict[Key, tuple[datetime, asyncio.TimerHandle]] = {}
@@ -125,6 +129,10 @@ class WorkQueue:
                 delay = BACKOFF_CAP
                 log.error("%s/%s: %s; retrying in %.0f s", *key, error, delay)
                 self._on_error("permanent")
+                if self._record_refusal is not None:
+                    await self._record_refusal(
+                        *key, f"The API server refused: {error}. Retrying every {delay:.0f} s."
+                    )
             except Exception:
                 delay = BACKOFF_CAP
                 log.exception("%s/%s: reconcile failed; retrying in %.0f s", *key, delay)

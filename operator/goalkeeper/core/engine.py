@@ -232,6 +232,34 @@ def halt(status: MonitorStatus, message: str, now: datetime) -> Decision:
     return turn.decision()
 
 
+API_REFUSED = "ApiRefused"
+
+
+def api_refused(status: MonitorStatus, message: str, now: datetime) -> MonitorStatus:
+    """The status with a `Degraded` condition naming a refusal of the API server that no
+    retry can fix (RBAC, an admission policy, a rejected manifest); the loop keeps retrying,
+    and the next decision, or `api_recovered`, clears it."""
+    text = message[:4000]
+    kept = [c for c in status.conditions if c.type != "Degraded"]
+    before = next((c for c in status.conditions if c.type == "Degraded"), None)
+    since = before.lastTransitionTime if before is not None else now
+    degraded = Condition(
+        type="Degraded",
+        status=ConditionStatus.true,
+        reason=API_REFUSED,
+        message=text,
+        lastTransitionTime=since,
+        observedGeneration=status.observedGeneration,
+    )
+    return status.model_copy(update={"conditions": [*kept, degraded][-8:]})
+
+
+def api_recovered(status: MonitorStatus) -> MonitorStatus:
+    """The status without the `Degraded` condition of an earlier refusal."""
+    kept = [c for c in status.conditions if c.type != "Degraded"]
+    return status.model_copy(update={"conditions": kept})
+
+
 def _restarts(status: MonitorStatus, event: Event) -> bool:
     """A spec edit (a new generation) of a stopped monitor starts a new run; a deleted
     monitor never restarts."""

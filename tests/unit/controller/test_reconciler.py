@@ -7,6 +7,7 @@ converges with nothing lost and nothing doubled.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,8 +33,8 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-def api() -> FakeApi:
+def new_api() -> FakeApi:
+    """One Monitor and the step ServiceAccounts in namespace team-a."""
     fake = FakeApi()
     for account in ("goalkeeper-observer", "goalkeeper-actor"):
         fake.put("ServiceAccount", {"metadata": {"name": account, "namespace": NS}})
@@ -47,6 +48,11 @@ def api() -> FakeApi:
         },
     )
     return fake
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return new_api()
 
 
 @pytest.fixture
@@ -233,3 +239,41 @@ async def test_a_due_timer_is_found_from_status_alone(
     clock.now += timedelta(seconds=2)
     await reconciler.reconcile(NS, "build")
     assert status(api)["step"]["check"] == 2
+
+
+async def test_a_refusal_no_retry_can_fix_shows_on_the_monitor_until_it_is_over(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    from goalkeeper.controller.api import Permanent
+    from goalkeeper.controller.workqueue import WorkQueue
+
+    api.fail("create_job", Permanent("create Job team-a/build-1: 403 Forbidden", 403), times=2)
+    recorded: list[str] = []
+
+    async def record(namespace: str, name: str, message: str) -> None:
+        recorded.append(message)
+        await reconciler.record_refusal(namespace, name, message)
+
+    queue = WorkQueue(reconciler.reconcile, resync_seconds=60, record_refusal=record)
+    queue.trigger(NS, "build")
+    for _ in range(200):
+        if recorded:
+            break
+        await asyncio.sleep(0.01)
+    await queue.close()
+    degraded = [c for c in status(api)["conditions"] if c["type"] == "Degraded"]
+    assert degraded and degraded[0]["status"] == "True" and degraded[0]["reason"] == "ApiRefused"
+    assert "403 Forbidden" in degraded[0]["message"] and "create Job" in degraded[0]["message"]
+    # The same refusal again writes nothing more.
+    writes = api.count("patch_monitor_status")
+    await reconciler.record_refusal(NS, "build", recorded[0])
+    assert api.count("patch_monitor_status") == writes
+    # Once the API lets the call through, the condition is gone and the step runs.
+    with pytest.raises(Permanent):
+        await reconciler.reconcile(NS, "build")
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert [c["type"] for c in st["conditions"]] == ["Ready", "Progressing"]
+    assert st["step"]["kind"] == "observe" and api.get(
+        "Job", NS, step_in_flight(api)["metadata"]["name"]
+    )

@@ -1,0 +1,253 @@
+"""What the watches showed, kept in memory so the check path reads nothing from the API.
+
+The operator already receives every Monitor, MonitorStep, step Job and step pod on its
+watches (server-side label selectors keep them to ours). `WatchCache` keeps one entry per
+live object, slimmed to the fields the reconciler reads: a MonitorStep keeps its status
+only while it is its monitor's newest step (the step in flight, or the last one), a Job
+its owners and conditions, a pod its owners. `CachedApi` answers the reconciler's reads
+from it and falls through to the API on a miss, so a cache that has not caught up yet
+(a watch still listing, an event in transit) costs one read and never a wrong answer
+about existence. Staleness is caught where it matters: a status write carries the
+resourceVersion it was decided from, and a conflict drops the entry so the next read is
+fresh; every other effect is idempotent under its deterministic name.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from goalkeeper.controller.api import Api, Conflict, NotFound
+
+Body = dict[str, Any]
+Key = tuple[str, str]
+
+# How long a ServiceAccount that was found counts as present; a launch whose pod cannot
+# be made fails its Job and is reported, so a longer wait only delays that report.
+ACCOUNT_TTL = 300.0
+
+MONITOR, STEP, JOB, POD = "Monitor", "MonitorStep", "Job", "Pod"
+
+
+def _newer_or_same(new: Body, old: Body | None) -> bool:
+    """True unless `old` is known to be newer (etcd resourceVersions are integers; one
+    that is not is compared as unknown, and the newcomer wins)."""
+    if old is None:
+        return True
+    try:
+        return int(new["metadata"]["resourceVersion"]) >= int(old["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return True
+
+
+def _meta(body: Body, *keys: str) -> Body:
+    meta = body.get("metadata") or {}
+    return {key: meta[key] for key in keys if key in meta}
+
+
+def _owner_uid(body: Body) -> str | None:
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+def slim_step(step: Body, keep_status: bool) -> Body:
+    """The fields the reconciler reads of a MonitorStep; the input (large) never."""
+    spec = step.get("spec") or {}
+    status = step.get("status") or {}
+    slim: Body = {
+        "metadata": _meta(
+            step, "name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences"
+        ),
+        "spec": {key: spec[key] for key in ("monitor", "kind", "check", "seq") if key in spec},
+    }
+    if keep_status:
+        slim["status"] = status
+    elif "phase" in status:
+        slim["status"] = {"phase": status["phase"]}
+    return slim
+
+
+def slim_job(job: Body) -> Body:
+    return {
+        "metadata": _meta(job, "name", "namespace", "uid", "resourceVersion", "ownerReferences"),
+        "status": {"conditions": (job.get("status") or {}).get("conditions") or []},
+    }
+
+
+def slim_pod(pod: Body) -> Body:
+    return {
+        "metadata": _meta(pod, "name", "namespace", "uid", "resourceVersion", "ownerReferences")
+    }
+
+
+class WatchCache:
+    """One entry per live object of ours, fed by the watches and by our own writes."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._objects: dict[str, dict[Key, Body]] = {MONITOR: {}, STEP: {}, JOB: {}, POD: {}}
+        # monitor uid -> seq -> step name: the history a prune works from.
+        self._history: dict[str, dict[int, str]] = defaultdict(dict)
+        self._accounts: dict[Key, float] = {}
+        self._clock = clock
+
+    # --- fed by the watches and the writes ---
+
+    def put(self, kind: str, body: Body) -> None:
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        store = self._objects[kind]
+        if not _newer_or_same(body, store.get(key)):
+            return
+        if kind == STEP:
+            self._put_step(key, body)
+        elif kind == JOB:
+            store[key] = slim_job(body)
+        elif kind == POD:
+            store[key] = slim_pod(body)
+        else:
+            store[key] = body
+
+    def drop(self, kind: str, namespace: str, name: str, body: Body | None = None) -> None:
+        """Forget an object (deleted, or possibly stale); a deletion older than what is
+        cached is ignored."""
+        store = self._objects[kind]
+        key = (namespace, name)
+        if body is not None and not _newer_or_same(body, store.get(key)):
+            return
+        gone = store.pop(key, None)
+        if kind == STEP and gone is not None:
+            self._forget_history(gone)
+
+    def _put_step(self, key: Key, step: Body) -> None:
+        owner = _owner_uid(step)
+        seq = (step.get("spec") or {}).get("seq")
+        if owner is None or not isinstance(seq, int):
+            self._objects[STEP][key] = slim_step(step, keep_status=True)
+            return
+        history = self._history[owner]
+        newest = max(history, default=None)
+        history[seq] = key[1]
+        self._objects[STEP][key] = slim_step(step, keep_status=newest is None or seq >= newest)
+        if newest is not None and seq > newest:
+            older = self._objects[STEP].get((key[0], history[newest]))
+            if older is not None:
+                self._objects[STEP][(key[0], history[newest])] = slim_step(older, False)
+
+    def _forget_history(self, step: Body) -> None:
+        owner = _owner_uid(step)
+        seq = (step.get("spec") or {}).get("seq")
+        if owner is None or owner not in self._history:
+            return
+        self._history[owner].pop(seq, None)  # type: ignore[arg-type]
+        if not self._history[owner]:
+            del self._history[owner]
+
+    def forget_monitor(self, namespace: str, name: str, uid: str | None) -> None:
+        self._objects[MONITOR].pop((namespace, name), None)
+        if uid is not None:
+            for step in self._history.pop(uid, {}).values():
+                self._objects[STEP].pop((namespace, step), None)
+
+    # --- read by CachedApi ---
+
+    def get(self, kind: str, namespace: str, name: str) -> Body | None:
+        return self._objects[kind].get((namespace, name))
+
+    def history(self, monitor_uid: str) -> dict[int, str]:
+        """The MonitorSteps of one monitor incarnation that the watch has shown, by seq."""
+        return dict(self._history.get(monitor_uid, {}))
+
+    def account_known(self, namespace: str, name: str) -> bool:
+        seen = self._accounts.get((namespace, name))
+        return seen is not None and self._clock() - seen < ACCOUNT_TTL
+
+    def account_seen(self, namespace: str, name: str) -> None:
+        self._accounts[(namespace, name)] = self._clock()
+
+    def sizes(self) -> dict[str, int]:
+        return {kind: len(store) for kind, store in self._objects.items()}
+
+
+class CachedApi:
+    """`Api` whose reads come from the watch cache, falling through to `api` on a miss."""
+
+    def __init__(self, api: Api, cache: WatchCache) -> None:
+        self.api = api
+        self.cache = cache
+
+    async def _read(
+        self, kind: str, namespace: str, name: str, read: Callable[[str, str], Any], fresh: bool
+    ) -> Body:
+        if not fresh:
+            cached = self.cache.get(kind, namespace, name)
+            if cached is not None:
+                return cached
+        try:
+            found: Body = await read(namespace, name)
+        except NotFound:
+            self.cache.drop(kind, namespace, name)
+            raise
+        self.cache.put(kind, found)
+        return found
+
+    async def get_monitor(self, namespace: str, name: str, fresh: bool = False) -> Body:
+        return await self._read(MONITOR, namespace, name, self.api.get_monitor, fresh)
+
+    async def patch_monitor_status(
+        self, namespace: str, name: str, resource_version: str, status: Body
+    ) -> Body:
+        try:
+            written = await self.api.patch_monitor_status(namespace, name, resource_version, status)
+        except (Conflict, NotFound):
+            self.cache.drop(MONITOR, namespace, name)
+            raise
+        self.cache.put(MONITOR, written)
+        return written
+
+    async def get_step(self, namespace: str, name: str, fresh: bool = False) -> Body:
+        return await self._read(STEP, namespace, name, self.api.get_step, fresh)
+
+    async def create_step(self, namespace: str, body: Body) -> Body:
+        made = await self.api.create_step(namespace, body)
+        self.cache.put(STEP, made)
+        return made
+
+    async def step_history(self, namespace: str, monitor: str, uid: str) -> dict[int, str]:
+        # The watch lists every step before it streams, so what it has not shown yet is
+        # at most a step too few to prune now; the next launch prunes it.
+        return self.cache.history(uid)
+
+    async def delete_steps(self, namespace: str, monitor: str, uid: str, seqs: list[int]) -> None:
+        await self.api.delete_steps(namespace, monitor, uid, seqs)
+        history = self.cache.history(uid)
+        for seq in seqs:
+            if seq in history:
+                self.cache.drop(STEP, namespace, history[seq])
+
+    async def get_job(self, namespace: str, name: str, fresh: bool = False) -> Body:
+        return await self._read(JOB, namespace, name, self.api.get_job, fresh)
+
+    async def create_job(self, namespace: str, body: Body) -> Body:
+        made = await self.api.create_job(namespace, body)
+        self.cache.put(JOB, made)
+        return made
+
+    async def get_pod(self, namespace: str, name: str, fresh: bool = False) -> Body:
+        return await self._read(POD, namespace, name, self.api.get_pod, fresh)
+
+    async def get_event(self, namespace: str, name: str) -> Body:
+        return await self.api.get_event(namespace, name)
+
+    async def create_event(self, namespace: str, body: Body) -> Body:
+        return await self.api.create_event(namespace, body)
+
+    async def get_service_account(self, namespace: str, name: str) -> Body:
+        if self.cache.account_known(namespace, name):
+            return {"metadata": {"namespace": namespace, "name": name}}
+        found = await self.api.get_service_account(namespace, name)
+        self.cache.account_seen(namespace, name)
+        return found

@@ -1,0 +1,188 @@
+"""The watch cache: a check path that reads nothing from the API, staleness caught by the
+status write's precondition, one slim entry per live object, and history pruned in
+batches."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from tests.support.fake_api import FakeApi
+from tests.support.observations import observation_dict
+from tests.unit.controller.test_reconciler import NS, Clock, finish, new_api, reports, status
+
+from goalkeeper.controller.api import Conflict
+from goalkeeper.controller.cache import JOB, MONITOR, POD, STEP, CachedApi, WatchCache
+from goalkeeper.controller.reconciler import Reconciler, prune_batch
+from goalkeeper.controller.settings import OperatorSettings
+
+READS = ("get_monitor", "get_step", "get_job", "get_pod", "get_service_account", "step_history")
+WATCHED = {"Monitor": MONITOR, "MonitorStep": STEP, "Job": JOB, "Pod": POD}
+
+
+def watch(api: FakeApi, cache: WatchCache) -> None:
+    """Deliver what the watches would: every watched object as the API server has it now."""
+    live = set()
+    for (kind, namespace, name), body in list(api.objects.items()):
+        if kind in WATCHED:
+            cache.put(WATCHED[kind], copy.deepcopy(body))
+            live.add((WATCHED[kind], namespace, name))
+    for kind in WATCHED.values():
+        for namespace, name in list(cache._objects[kind]):
+            if (kind, namespace, name) not in live:
+                cache.drop(kind, namespace, name)
+
+
+def reads(api: FakeApi) -> int:
+    return sum(api.count(method) for method in READS)
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return new_api()
+
+
+@pytest.fixture
+def cache() -> WatchCache:
+    return WatchCache()
+
+
+def cached_reconciler(api: FakeApi, cache: WatchCache, clock: Clock, **settings: Any) -> Reconciler:
+    return Reconciler(
+        CachedApi(api, cache),
+        OperatorSettings(model="openai:m", timeScale=1, **settings),
+        clock=clock,
+    )
+
+
+async def test_a_check_reads_nothing_once_the_watches_have_delivered(
+    api: FakeApi, cache: WatchCache
+) -> None:
+    clock = Clock()
+    reconciler = cached_reconciler(api, cache, clock)
+    watch(api, cache)
+    await reconciler.reconcile(NS, "build")
+    # The first launch in a namespace checks the step's ServiceAccount once.
+    assert reads(api) == 1 and api.count("get_service_account") == 1
+    for check in range(1, 4):
+        finish(api, observation_dict("wait"))
+        watch(api, cache)
+        before = len(api.calls)
+        await reconciler.reconcile(NS, "build")
+        assert status(api)["checks"] == check
+        clock.now += timedelta(minutes=5)
+        await reconciler.reconcile(NS, "build")
+        calls = [method for method, _ in api.calls[before:]]
+        assert [c for c in calls if c in READS] == [], f"check {check} read {calls}"
+        assert sorted(calls) == sorted(
+            [
+                "patch_monitor_status",  # the observation accepted
+                "create_event",  # its report
+                "create_step",
+                "create_job",
+                "create_event",  # StepStarted
+                "patch_monitor_status",  # the step in flight
+            ]
+        ), calls
+    assert len(reports(api)) == 3
+
+
+async def test_a_stale_cached_monitor_conflicts_and_is_read_fresh(
+    api: FakeApi, cache: WatchCache
+) -> None:
+    clock = Clock()
+    reconciler = cached_reconciler(api, cache, clock)
+    watch(api, cache)
+    stale = copy.deepcopy(cache.get(MONITOR, NS, "build"))
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("wait"))
+    watch(api, cache)
+    assert stale is not None
+    # A watch event from before our own write, arriving late, does not roll the cache back.
+    cache.put(MONITOR, stale)
+    assert cache.get(MONITOR, NS, "build") != stale
+    # A cache that missed a write (another replica's) is caught by the precondition.
+    cache._objects[MONITOR][(NS, "build")] = stale
+    await reconciler.reconcile(NS, "build")
+    assert api.count("get_monitor") == 1, "one fresh read after the conflict"
+    assert status(api)["checks"] == 1 and len(reports(api)) == 1
+
+
+async def test_a_conflict_drops_the_cached_monitor(api: FakeApi, cache: WatchCache) -> None:
+    cached = CachedApi(api, cache)
+    watch(api, cache)
+    api.fail("patch_monitor_status", Conflict("modified", 409))
+    with pytest.raises(Conflict):
+        await cached.patch_monitor_status(NS, "build", "1", {"checks": 1})
+    assert cache.get(MONITOR, NS, "build") is None
+
+
+def step(name: str, seq: int, owner: str, rv: int, phase: str = "Running") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "resourceVersion": str(rv),
+            "ownerReferences": [{"uid": owner, "controller": True}],
+        },
+        "spec": {"monitor": "build", "kind": "observe", "seq": seq, "input": {"big": "x" * 1000}},
+        "status": {"phase": phase, "result": {"route": "wait"}},
+    }
+
+
+def test_only_the_newest_step_of_a_monitor_keeps_its_result() -> None:
+    cache = WatchCache()
+    cache.put(STEP, step("build-1", 1, "m1", 10, "Succeeded"))
+    cache.put(STEP, step("build-2", 2, "m1", 11))
+    older, newest = cache.get(STEP, NS, "build-1"), cache.get(STEP, NS, "build-2")
+    assert older is not None and newest is not None
+    assert older["status"] == {"phase": "Succeeded"}, "an older step keeps only its phase"
+    assert newest["status"]["result"] == {"route": "wait"}
+    assert "input" not in newest["spec"], "the step input is never kept"
+    assert cache.history("m1") == {1: "build-1", 2: "build-2"}
+    # A deletion older than what is cached is ignored; a current one removes the entry.
+    cache.drop(STEP, NS, "build-2", step("build-2", 2, "m1", 5))
+    assert cache.get(STEP, NS, "build-2") is not None
+    cache.drop(STEP, NS, "build-2", step("build-2", 2, "m1", 11))
+    assert cache.get(STEP, NS, "build-2") is None and cache.history("m1") == {1: "build-1"}
+
+
+def test_a_deleted_monitor_takes_its_steps_out_of_the_cache() -> None:
+    cache = WatchCache()
+    cache.put(MONITOR, {"metadata": {"name": "build", "namespace": NS, "resourceVersion": "1"}})
+    cache.put(STEP, step("build-1", 1, "m1", 10))
+    cache.forget_monitor(NS, "build", "m1")
+    assert cache.sizes() == {MONITOR: 0, STEP: 0, JOB: 0, POD: 0}
+
+
+def test_a_found_service_account_is_trusted_for_a_while() -> None:
+    now = [0.0]
+    cache = WatchCache(clock=lambda: now[0])
+    cache.account_seen(NS, "goalkeeper-observer")
+    assert cache.account_known(NS, "goalkeeper-observer")
+    now[0] += 301
+    assert not cache.account_known(NS, "goalkeeper-observer")
+
+
+async def test_history_is_pruned_in_batches(api: FakeApi, cache: WatchCache) -> None:
+    clock = Clock()
+    reconciler = cached_reconciler(api, cache, clock, stepHistory=4)
+    assert prune_batch(4) == 2
+    watch(api, cache)
+    await reconciler.reconcile(NS, "build")
+    for _ in range(9):
+        finish(api, observation_dict("wait"))
+        watch(api, cache)
+        await reconciler.reconcile(NS, "build")
+        clock.now += timedelta(minutes=5)
+        await reconciler.reconcile(NS, "build")
+        watch(api, cache)
+        kept = len(api.all("MonitorStep"))
+        assert kept <= 4 + prune_batch(4) - 1 + 1, f"{kept} steps kept"
+    seqs = sorted(s["spec"]["seq"] for s in api.all("MonitorStep"))
+    assert seqs[-1] == 10 and len(seqs) >= 4
+    # Ten launches, each over the bound once six exist: one request per two excess steps.
+    assert api.count("delete_steps") == 3, api.calls
