@@ -15,7 +15,13 @@ import kopf
 
 from goalkeeper.controller import metrics
 from goalkeeper.controller.cache import JOB, MONITOR, POD, STEP, WatchCache
-from goalkeeper.controller.manifests import ANNOTATION_MONITOR, GROUP, LABEL_STEP, VERSION
+from goalkeeper.controller.manifests import (
+    ANNOTATION_MONITOR,
+    GROUP,
+    LABEL_SEQ,
+    LABEL_STEP,
+    VERSION,
+)
 from goalkeeper.controller.workqueue import WorkQueue
 from goalkeeper.core.steps import TERMINAL_PHASES
 
@@ -71,7 +77,8 @@ async def on_step(
     if namespace is None or not isinstance(monitor, str):
         return
     if deleted or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
-        memo.queue.trigger(namespace, monitor)
+        seq = (body.get("spec") or {}).get("seq")
+        memo.queue.step_changed(namespace, monitor, seq if isinstance(seq, int) else None)
 
 
 async def on_job(
@@ -84,7 +91,12 @@ async def on_job(
     conditions = (body.get("status") or {}).get("conditions") or []
     failed = any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
     if deleted or failed:
-        memo.queue.trigger(namespace, monitor)
+        memo.queue.step_changed(namespace, monitor, _seq(body))
+
+
+def _seq(body: kopf.Body) -> int | None:
+    value = (body.get("metadata", {}).get("labels") or {}).get(LABEL_SEQ)
+    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 async def on_pod(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:

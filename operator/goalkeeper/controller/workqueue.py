@@ -51,6 +51,15 @@ class Seen:
     active: bool
     in_flight: bool
     next_check: datetime | None
+    step_seq: int | None = None  # the step in flight
+    launched: int = 0  # steps launched so far (status.stepSeq)
+
+    def concerns(self, seq: int) -> bool:
+        """Whether a change of step `seq` can matter: it is the step in flight, or one
+        launched after the status was last written. History never does."""
+        if self.step_seq is not None:
+            return seq == self.step_seq
+        return seq > self.launched
 
 
 def _utcnow() -> datetime:
@@ -108,6 +117,15 @@ class WorkQueue:
         if status.step is not None or due is not None:
             self.trigger(namespace, name)
 
+    def step_changed(self, namespace: str, monitor: str, seq: int | None) -> None:
+        """A step (or its Job) of `monitor` ended or vanished: trigger when it is the step
+        in flight. A monitor not seen yet is triggered by its own watch event, so a restart
+        that lists the whole step history reconciles each monitor once, not once a step."""
+        seen = self.seen.get((namespace, monitor))
+        if seen is None or (seq is not None and not seen.concerns(seq)):
+            return
+        self.trigger(namespace, monitor)
+
     def forget(self, namespace: str, name: str) -> None:
         key = (namespace, name)
         self.seen.pop(key, None)
@@ -156,7 +174,8 @@ class WorkQueue:
         active = status.monitor is MonitorState.active
         waiting = active and status.step is None and status.schedule is not None
         next_check = status.schedule.nextCheckAt if waiting and status.schedule else None
-        self.seen[key] = Seen(active, status.step is not None, next_check)
+        step_seq = status.step.seq if status.step is not None else None
+        self.seen[key] = Seen(active, step_seq is not None, next_check, step_seq, status.stepSeq)
         if next_check is None:
             self._disarm(key)
             return

@@ -165,3 +165,30 @@ async def test_a_call_is_retried_in_place_on_a_transient_failure() -> None:
         assert answers == []
     else:
         raise AssertionError("a refusal is not retried")
+
+
+async def test_only_a_change_of_the_step_in_flight_triggers_a_reconcile() -> None:
+    reconciled: list[tuple[str, str]] = []
+
+    async def reconcile(namespace: str, name: str) -> MonitorStatus | None:
+        reconciled.append((namespace, name))
+        return None
+
+    queue = WorkQueue(reconcile, resync_seconds=60)
+    # Unknown monitor: its own watch event comes and triggers it.
+    queue.step_changed("ns", "m", 3)
+    in_flight = StepInFlight(seq=4, kind=StepKind.observe, check=2, startedAt=T0)
+    queue._remember(("ns", "m"), MonitorStatus(stepSeq=4, step=in_flight, observedGeneration=1))
+    queue.step_changed("ns", "m", 3)  # history, as a restart lists it
+    await asyncio.sleep(0)
+    assert reconciled == []
+    queue.step_changed("ns", "m", 4)
+    await asyncio.sleep(0.05)
+    assert reconciled == [("ns", "m")]
+    # Launched but not yet recorded (the status write was lost): a newer step counts.
+    queue._remember(("ns", "w"), waiting(T0 + timedelta(hours=1)).model_copy(update={"stepSeq": 4}))
+    queue.step_changed("ns", "w", 4)
+    queue.step_changed("ns", "w", 5)
+    await asyncio.sleep(0.05)
+    assert reconciled == [("ns", "m"), ("ns", "w")]
+    await queue.close()
