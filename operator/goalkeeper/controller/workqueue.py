@@ -105,6 +105,8 @@ class WorkQueue:
         """A Monitor as the watch shows it: trigger only when it needs a reconcile."""
         key = (namespace, name)
         meta = body.get("metadata") or {}
+        if meta.get("resourceVersion") == self._settled.get(key) and key in self.seen:
+            return  # our own write, already settled and remembered
         try:
             status = MonitorStatus.model_validate(dict(body.get("status") or {}))
         except ValueError:
@@ -112,7 +114,7 @@ class WorkQueue:
             return
         self._remember(key, status)
         if meta.get("resourceVersion") == self._settled.get(key):
-            return  # our own write, already settled
+            return
         due = next_event(status, meta.get("generation"), None, self._clock())
         if status.step is not None or due is not None:
             self.trigger(namespace, name)
