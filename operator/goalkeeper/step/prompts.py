@@ -1,9 +1,10 @@
 """The prompts of the agent step.
 
 Each system prompt is a constant: it, and the tool definitions, stay byte-identical from one
-check of a monitor to the next, so a provider's prompt cache keeps the prefix. Everything that
-changes (the check number, the task, the previous observation, the fence id, the clock) goes
-last, in the user message.
+check of a monitor to the next, so a provider's prompt cache keeps the prefix. The user message
+comes last; it starts with what a monitor keeps from check to check (task, stop rule, namespace,
+recorded authority) and ends with what changes (the check number, the fence id, the clock, the
+previous observation, progress).
 """
 
 from __future__ import annotations
@@ -103,12 +104,24 @@ final_result tool exactly once.
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, indent=1, sort_keys=False, default=str)
+    # One line, no indentation: the model reads compact JSON as well, for fewer tokens.
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+# Pinned by the engine and shown once, as the recorded authority, not again in the previous
+# observation; after a spec edit the old generation's authority is not handed back at all.
+_PINNED_FIELDS = {"contract", "authorizedActions"}
 
 
 def observe_user_prompt(step: StepInput, *, fence_id: str, namespace: str, now: datetime) -> str:
+    """The observe step's user message: what stays the same from check to check comes first
+    (task, stop rule, namespace, recorded authority), so the cacheable prefix runs into it."""
     previous = (
-        _json(step.previousObservation.model_dump(mode="json", exclude_none=True))
+        _json(
+            step.previousObservation.model_dump(
+                mode="json", exclude_none=True, exclude=_PINNED_FIELDS
+            )
+        )
         if step.previousObservation
         else "none (this is the first observation)"
     )
@@ -123,28 +136,30 @@ def observe_user_prompt(step: StepInput, *, fence_id: str, namespace: str, now: 
         else "none recorded yet"
     )
     return f"""\
-Check {step.check} of at most {step.maxChecks} (safety limit, not a finish condition).
-Fence id for this run: {fence_id}
-Monitor namespace (the default for Kubernetes tools): {namespace}
-Current time (UTC): {now.strftime("%Y-%m-%dT%H:%M:%SZ")}
-
 ## Task
 {step.task}
 
 ## Stop when
 {step.stopWhen}
 
-## Previous accepted observation
-{previous}
-
-## Progress and estimates so far
-{step.progressSummary or "none"}
+Monitor namespace (the default for Kubernetes tools): {namespace}
 
 ## Recorded contract
 {contract}
 
 ## Recorded authorized actions
 {actions}
+
+## This check
+Check {step.check} of at most {step.maxChecks} (safety limit, not a finish condition).
+Fence id for this run: {fence_id}
+Current time (UTC): {now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+## Previous accepted observation (without its contract and authorized actions)
+{previous}
+
+## Progress and estimates so far
+{step.progressSummary or "none"}
 
 Observe the target now (read-only), then call final_result with your observation."""
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from goalkeeper.step.redact import LAST_APPLIED
+
 # Object names, keys and reasons as the API server allows them: no spaces, no sentences.
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 _POD_PHASES = frozenset({"Pending", "Running", "Succeeded", "Failed", "Unknown"})
@@ -18,15 +20,76 @@ _JOB_CONDITIONS = ("Complete", "Failed", "Suspended", "SuccessCriteriaMet", "Fai
 STATE_LINE_MAX = 300
 
 
+# Fields the API server defaults in every pod spec and container: at their default value they
+# say nothing about the target (a field left out reads as its default).
+_POD_SPEC_DEFAULTS: dict[str, Any] = {
+    "dnsPolicy": "ClusterFirst",
+    "enableServiceLinks": True,
+    "preemptionPolicy": "PreemptLowerPriority",
+    "priority": 0,
+    "schedulerName": "default-scheduler",
+    "securityContext": {},
+    "terminationGracePeriodSeconds": 30,
+}
+_CONTAINER_DEFAULTS: dict[str, Any] = {
+    "resources": {},
+    "terminationMessagePath": "/dev/termination-log",
+    "terminationMessagePolicy": "File",
+}
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
 def strip_noise(obj: Any) -> Any:
-    """Drop managedFields, in place: bookkeeping that only costs the model tokens."""
-    if isinstance(obj, dict):
-        meta = obj.get("metadata")
-        if isinstance(meta, dict):
-            meta.pop("managedFields", None)
-        for item in obj.get("items") or []:
+    """Drop, in place, what only costs the model tokens: managedFields, the last-applied
+    annotation (a copy of the applied spec), a pod template's null creationTimestamp, the
+    deprecated serviceAccount alias, and pod-spec and container fields at their defaults.
+
+    Run it after `redact`, which reads the last-applied annotation for secrets first.
+    """
+    if isinstance(obj, list):
+        for item in obj:
             strip_noise(item)
+        return obj
+    if not isinstance(obj, dict):
+        return obj
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        _strip_metadata(meta)
+    if isinstance(obj.get("containers"), list):
+        _strip_pod_spec(obj)
+    for value in obj.values():
+        strip_noise(value)
     return obj
+
+
+def _strip_metadata(meta: dict[str, Any]) -> None:
+    meta.pop("managedFields", None)
+    if "creationTimestamp" in meta and meta["creationTimestamp"] is None:
+        del meta["creationTimestamp"]
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        annotations.pop(LAST_APPLIED, None)
+        if not annotations:
+            del meta["annotations"]
+
+
+def _strip_pod_spec(spec: dict[str, Any]) -> None:
+    _drop_defaults(spec, _POD_SPEC_DEFAULTS)
+    if "serviceAccount" in spec and spec["serviceAccount"] == spec.get("serviceAccountName"):
+        del spec["serviceAccount"]
+    for key in _CONTAINER_LISTS:
+        containers = spec.get(key)
+        for container in containers if isinstance(containers, list) else []:
+            if isinstance(container, dict):
+                _drop_defaults(container, _CONTAINER_DEFAULTS)
+
+
+def _drop_defaults(fields: dict[str, Any], defaults: dict[str, Any]) -> None:
+    for key, default in defaults.items():
+        value = fields.get(key)
+        # Compared with the type too: True == 1 and 0 == False would match across types.
+        if key in fields and type(value) is type(default) and value == default:
+            del fields[key]
 
 
 def to_yaml(doc: Any) -> str:

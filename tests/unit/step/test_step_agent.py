@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -19,7 +20,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
-from tests.support.observations import observation_dict
+from tests.support.observations import AUTHORIZED, contract, observation_dict
 from tests.support.step_fakes import FakeKube, deployment, secret, step_input
 
 from goalkeeper.core.models import (
@@ -98,6 +99,26 @@ async def test_observe_returns_each_route(route: str) -> None:
     user = str(first.parts[-1].content)
     assert "Check 3 of at most 50" in user
     assert f"Fence id for this run: {FID}" in user
+
+
+def test_observe_prompt_starts_with_what_a_monitor_keeps_and_states_the_authority_once() -> None:
+    recorded: dict[str, Any] = {"contract": contract(), "authorizedActions": AUTHORIZED}
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def prompt(check: int, route: str, fence_id: str) -> str:
+        step = step_input(check=check, previousObservation=observation_dict(route), **recorded)
+        return prompts.observe_user_prompt(step, fence_id=fence_id, namespace="shop", now=now)
+
+    first, second = prompt(3, "wait", FID), prompt(4, "act", "0123456789abcdef")
+    kept, marker, _ = first.partition("## This check")
+    assert marker and second.startswith(kept)
+    for same in (step_input().task, step_input().stopWhen, contract()["goal"], "resume-build"):
+        assert same in kept
+    # the previous observation comes without its own copy of the pinned authority
+    assert first.count(contract()["goal"]) == 1
+    assert first.count(AUTHORIZED[0]["description"]) == 1
+    assert observation_dict("wait")["report"] in first.partition(kept)[2]
+    assert "Check 4 of at most 50" in second and "0123456789abcdef" in second
 
 
 async def test_invalid_answer_is_sent_back_for_correction_then_accepted() -> None:

@@ -13,7 +13,7 @@ import pytest
 from tests.support.step_fakes import FakeKube, config_map, deployment, pod, secret
 
 from goalkeeper.step.fence import RESULT_MAX_CHARS
-from goalkeeper.step.redact import REDACTED, redact
+from goalkeeper.step.redact import LAST_APPLIED, REDACTED, redact
 from goalkeeper.step.tools import (
     RESTARTED_AT,
     StepTools,
@@ -81,6 +81,59 @@ def test_results_are_bounded_and_logs_keep_their_end() -> None:
 def test_unknown_kind_needs_an_api_version() -> None:
     out = make().k8s_get("Widget", "w")
     assert out.startswith("ERROR: api_version is required")
+
+
+def test_get_leaves_out_bookkeeping_and_fields_at_their_defaults() -> None:
+    served = deployment()
+    served["metadata"]["annotations"] = {
+        LAST_APPLIED: '{"kind":"Deployment","spec":{"replicas":2}}',
+        "team": "shop",
+    }
+    template = served["spec"]["template"]
+    template["metadata"]["creationTimestamp"] = None
+    template["spec"] = {
+        "containers": [
+            {
+                "name": "web",
+                "image": "example.invalid/web:2",
+                "resources": {},
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+            }
+        ],
+        "dnsPolicy": "ClusterFirst",
+        "schedulerName": "default-scheduler",
+        "securityContext": {},
+        "terminationGracePeriodSeconds": 60,
+        "enableServiceLinks": False,
+        "serviceAccount": "web",
+        "serviceAccountName": "web",
+    }
+    out = make(FakeKube([served])).k8s_get("Deployment", "web")
+    for noise in (
+        "managedFields",
+        LAST_APPLIED,
+        "creationTimestamp: null",
+        "resources: {}",
+        "/dev/termination-log",
+        "ClusterFirst",
+        "default-scheduler",
+        "securityContext",
+        "serviceAccount:",
+    ):
+        assert noise not in out, noise
+    # what differs from a default, or is not a default at all, stays
+    for kept in (
+        "team: shop",
+        "image: example.invalid/web:2",
+        "terminationMessagePolicy: FallbackToLogsOnError",
+        "terminationGracePeriodSeconds: 60",
+        "enableServiceLinks: false",
+        "serviceAccountName: web",
+        "creationTimestamp: '2026-01-01T00:00:00Z'",
+        "readyReplicas: 2",
+    ):
+        assert kept in out, kept
 
 
 def test_api_errors_are_fenced() -> None:
