@@ -359,6 +359,7 @@ def _account_exists(api: Any, namespace: str, account: str) -> bool:
 
 class Cluster:
     def __init__(self, api: Any, namespace: str) -> None:
+        self.api = api
         self.ns = namespace
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)

@@ -247,3 +247,88 @@ def test_step_job_that_keeps_failing_stops_after_bounded_retries(
     assert cluster.step_kinds() == ["observe", "observe", "observe"]
     assert all((s.get("status") or {}).get("phase") != "Succeeded" for s in cluster.steps())
     assert cluster.events("Report") == []
+
+
+def test_a_refused_call_shows_as_a_condition_until_it_goes_through(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    """An admission policy refuses the operator's Job: the Monitor says so in a Degraded
+    condition with the policy's own message, and recovers by itself once it is lifted."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    cluster.target(suspended=False, seconds=0)
+    model.default = Scenario(cluster.ns, complete)
+    admission = client.AdmissionregistrationV1Api(cluster.api)
+    name = f"freeze-jobs-{cluster.ns}"
+    admission.create_validating_admission_policy(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["batch"],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["jobs"],
+                        }
+                    ]
+                },
+                "validations": [{"expression": "false", "message": "Jobs are frozen here."}],
+            },
+        }
+    )
+    admission.create_validating_admission_policy_binding(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": cluster.ns}
+                    }
+                },
+            },
+        }
+    )
+    batch = client.BatchV1Api(cluster.api)
+    probe = {
+        "metadata": {"name": "probe"},
+        "spec": {
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}
+            }
+        },
+    }
+
+    def refused() -> bool:
+        try:
+            batch.create_namespaced_job(cluster.ns, probe, dry_run="All")
+        except ApiException as error:
+            return "frozen" in str(error.body)
+        return False
+
+    try:
+        wait_until(refused, 60, "the policy to refuse Jobs")
+        cluster.create_monitor()
+
+        def degraded() -> dict[str, Any] | None:
+            conditions = (cluster.status().get("conditions")) or []
+            found = [c for c in conditions if c["type"] == "Degraded"]
+            return found[0] if found else None
+
+        condition = wait_until(degraded, 90, "the Degraded condition", operator.logs)
+        assert condition["status"] == "True" and condition["reason"] == "ApiRefused"
+        assert "create Job" in condition["message"], condition
+        assert "Jobs are frozen here." in condition["message"], condition
+        assert "Jobs are frozen here." in operator.logs()
+        assert cluster.status().get("monitor") == "active", "a refusal is retried, not a stop"
+    finally:
+        admission.delete_validating_admission_policy_binding(name)
+        admission.delete_validating_admission_policy(name)
+    status = wait_until(cluster.stopped, 120, "the monitor to run once Jobs go through")
+    assert status["stop"]["reason"] == "goalComplete"
+    assert not [c for c in status["conditions"] if c["type"] == "Degraded"]

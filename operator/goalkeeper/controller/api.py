@@ -87,7 +87,9 @@ def typed(error: BaseException, what: str) -> ApiError:
             return (AlreadyExists if reason == "AlreadyExists" else Conflict)(message, status)
         if status == 429 or status >= 500 or status == 0:
             return Transient(message, status, _retry_after(error))
-        return Permanent(message, status)
+        # The server's own words name what refused (a role, a policy, a field).
+        said = _message(error)
+        return Permanent(f"{message}: {said}" if said else message, status)
     if isinstance(error, _NETWORK_ERRORS):
         return Transient(f"{what}: {type(error).__name__}: {error}")
     raise error
@@ -96,6 +98,13 @@ def typed(error: BaseException, what: str) -> ApiError:
 def _reason(error: ApiException) -> str:
     try:
         return str(json.loads(error.body or "{}").get("reason") or "")
+    except (ValueError, AttributeError):
+        return ""
+
+
+def _message(error: ApiException) -> str:
+    try:
+        return str(json.loads(error.body or "{}").get("message") or "")[:500]
     except (ValueError, AttributeError):
         return ""
 

@@ -4,7 +4,9 @@ The operator already receives every Monitor, MonitorStep, step Job and step pod 
 watches (server-side label selectors keep them to ours). `WatchCache` keeps one entry per
 live object, slimmed to the fields the reconciler reads: a MonitorStep keeps its status
 only while it is its monitor's newest step (the step in flight, or the last one), a Job
-its owners and conditions, a pod its owners. `CachedApi` answers the reconciler's reads
+its owners and conditions, a pod its owners. Entries are kept as compact JSON: a waiting
+monitor costs its size in bytes, not the many times that of a tree of Python objects,
+and every read hands out a copy nobody else holds. `CachedApi` answers the reconciler's reads
 from it and falls through to the API on a miss, so a cache that has not caught up yet
 (a watch still listing, an event in transit) costs one read and never a wrong answer
 about existence. Staleness is caught where it matters: a status write carries the
@@ -14,6 +16,7 @@ fresh; every other effect is idempotent under its deterministic name.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -31,13 +34,27 @@ ACCOUNT_TTL = 300.0
 MONITOR, STEP, JOB, POD = "Monitor", "MonitorStep", "Job", "Pod"
 
 
-def _newer_or_same(new: Body, old: Body | None) -> bool:
+class Entry:
+    """One cached object: its resourceVersion, and its body as compact JSON."""
+
+    __slots__ = ("data", "version")
+
+    def __init__(self, body: Body) -> None:
+        self.version = str((body.get("metadata") or {}).get("resourceVersion", ""))
+        self.data = json.dumps(body, separators=(",", ":")).encode()
+
+    def body(self) -> Body:
+        loaded: Body = json.loads(self.data)
+        return loaded
+
+
+def _newer_or_same(new: Body, old: Entry | None) -> bool:
     """True unless `old` is known to be newer (etcd resourceVersions are integers; one
     that is not is compared as unknown, and the newcomer wins)."""
     if old is None:
         return True
     try:
-        return int(new["metadata"]["resourceVersion"]) >= int(old["metadata"]["resourceVersion"])
+        return int(new["metadata"]["resourceVersion"]) >= int(old.version)
     except (KeyError, TypeError, ValueError):
         return True
 
@@ -88,7 +105,7 @@ class WatchCache:
     """One entry per live object of ours, fed by the watches and by our own writes."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._objects: dict[str, dict[Key, Body]] = {MONITOR: {}, STEP: {}, JOB: {}, POD: {}}
+        self._objects: dict[str, dict[Key, Entry]] = {MONITOR: {}, STEP: {}, JOB: {}, POD: {}}
         # monitor uid -> seq -> step name: the history a prune works from.
         self._history: dict[str, dict[int, str]] = defaultdict(dict)
         self._accounts: dict[Key, float] = {}
@@ -105,11 +122,11 @@ class WatchCache:
         if kind == STEP:
             self._put_step(key, body)
         elif kind == JOB:
-            store[key] = slim_job(body)
+            store[key] = Entry(slim_job(body))
         elif kind == POD:
-            store[key] = slim_pod(body)
+            store[key] = Entry(slim_pod(body))
         else:
-            store[key] = body
+            store[key] = Entry(body)
 
     def drop(self, kind: str, namespace: str, name: str, body: Body | None = None) -> None:
         """Forget an object (deleted, or possibly stale); a deletion older than what is
@@ -120,22 +137,23 @@ class WatchCache:
             return
         gone = store.pop(key, None)
         if kind == STEP and gone is not None:
-            self._forget_history(gone)
+            self._forget_history(gone.body())
 
     def _put_step(self, key: Key, step: Body) -> None:
         owner = _owner_uid(step)
         seq = (step.get("spec") or {}).get("seq")
+        store = self._objects[STEP]
         if owner is None or not isinstance(seq, int):
-            self._objects[STEP][key] = slim_step(step, keep_status=True)
+            store[key] = Entry(slim_step(step, keep_status=True))
             return
         history = self._history[owner]
         newest = max(history, default=None)
         history[seq] = key[1]
-        self._objects[STEP][key] = slim_step(step, keep_status=newest is None or seq >= newest)
+        store[key] = Entry(slim_step(step, keep_status=newest is None or seq >= newest))
         if newest is not None and seq > newest:
-            older = self._objects[STEP].get((key[0], history[newest]))
+            older = store.get((key[0], history[newest]))
             if older is not None:
-                self._objects[STEP][(key[0], history[newest])] = slim_step(older, False)
+                store[(key[0], history[newest])] = Entry(slim_step(older.body(), False))
 
     def _forget_history(self, step: Body) -> None:
         owner = _owner_uid(step)
@@ -155,7 +173,11 @@ class WatchCache:
     # --- read by CachedApi ---
 
     def get(self, kind: str, namespace: str, name: str) -> Body | None:
-        return self._objects[kind].get((namespace, name))
+        entry = self._objects[kind].get((namespace, name))
+        return entry.body() if entry is not None else None
+
+    def keys(self, kind: str) -> list[Key]:
+        return list(self._objects[kind])
 
     def history(self, monitor_uid: str) -> dict[int, str]:
         """The MonitorSteps of one monitor incarnation that the watch has shown, by seq."""

@@ -86,11 +86,14 @@ async def run_operator(
     ready_flag: asyncio.Event | None = None,
 ) -> None:
     api = api_client()
+    # Built before any lease is taken: the client's API classes take seconds to set up on
+    # a busy machine, and a leader that blocks its event loop that long cannot renew.
+    kube = KubeApi(api)
     if settings.metricsPort:
         metrics.serve(settings.metricsPort, settings.listenAddress)
         log.info("metrics at http://%s:%d/metrics", settings.listenAddress, settings.metricsPort)
     if not settings.leaderElection:
-        await _run_kopf(api, settings, stop_flag, ready_flag, lambda: {"leader": True})
+        await _run_kopf(kube, settings, stop_flag, ready_flag, lambda: {"leader": True})
         return
 
     identity = settings.identity or socket.gethostname()
@@ -113,7 +116,7 @@ async def run_operator(
         metrics.set_leader(True)
         keeper = asyncio.create_task(elector.keep())
         try:
-            await _run_kopf(api, settings, stop, ready_flag, elector.state)
+            await _run_kopf(kube, settings, stop, ready_flag, elector.state)
         finally:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -126,14 +129,14 @@ async def run_operator(
 
 
 async def _run_kopf(
-    api: Any,
+    kube: KubeApi,
     settings: OperatorSettings,
     stop_flag: asyncio.Event | None,
     ready_flag: asyncio.Event | None,
     leadership: Callable[[], dict[str, Any]],
 ) -> None:
     cache = WatchCache()
-    reconciler = Reconciler(CachedApi(KubeApi(api), cache), settings)
+    reconciler = Reconciler(CachedApi(kube, cache), settings)
     queue = WorkQueue(
         reconciler.reconcile,
         resync_seconds=settings.resyncSeconds,

@@ -30,7 +30,7 @@ def watch(api: FakeApi, cache: WatchCache) -> None:
             cache.put(WATCHED[kind], copy.deepcopy(body))
             live.add((WATCHED[kind], namespace, name))
     for kind in WATCHED.values():
-        for namespace, name in list(cache._objects[kind]):
+        for namespace, name in cache.keys(kind):
             if (kind, namespace, name) not in live:
                 cache.drop(kind, namespace, name)
 
@@ -104,7 +104,8 @@ async def test_a_stale_cached_monitor_conflicts_and_is_read_fresh(
     cache.put(MONITOR, stale)
     assert cache.get(MONITOR, NS, "build") != stale
     # A cache that missed a write (another replica's) is caught by the precondition.
-    cache._objects[MONITOR][(NS, "build")] = stale
+    cache.drop(MONITOR, NS, "build")
+    cache.put(MONITOR, stale)
     await reconciler.reconcile(NS, "build")
     assert api.count("get_monitor") == 1, "one fresh read after the conflict"
     assert status(api)["checks"] == 1 and len(reports(api)) == 1
