@@ -150,8 +150,37 @@ class Reconciler:
             else:
                 metrics.record_decision(namespace, status, target, _step_status(facts))
                 metrics.set_monitor(namespace, name, target)
+                if decision is not None:
+                    monitor = await self._launch_recorded(monitor, decision)
         log.info("%s/%s: still moving after %d rounds; continuing", namespace, name, MAX_ROUNDS)
         return status
+
+    async def _launch_recorded(self, monitor: Body, decision: Decision) -> Body:
+        """Start the act or repair step the status write just recorded.
+
+        A mutation starts only once status names it: a crash or a failure before the
+        write leaves no step behind that a later decision, made from facts that changed
+        meanwhile (a Job deleted by hand, a spec edit), could not know of; one after it
+        leaves a recorded step without its MonitorStep or Job, which the next round
+        reports as failed and never starts again.
+        """
+        for effect in decision.effects:
+            if isinstance(effect, LaunchStep) and effect.kind is not StepKind.observe:
+                try:
+                    await self._launch(monitor, effect)
+                except ForeignObject as foreign:
+                    halted = await self._carry_out(
+                        monitor, None, halt(decision.status, str(foreign), self.clock())
+                    )
+                    meta = monitor["metadata"]
+                    written: Body = await self.api.patch_monitor_status(
+                        meta["namespace"],
+                        meta["name"],
+                        meta["resourceVersion"],
+                        halted.status.model_dump(mode="json"),
+                    )
+                    return written
+        return monitor
 
     async def record_refusal(self, namespace: str, name: str, message: str) -> None:
         """Show a refusal that retrying cannot fix on the Monitor, once per message; the
@@ -308,7 +337,9 @@ class Reconciler:
                 case LaunchStep():
                     assert spec is not None
                     problem = await self._preflight(meta["namespace"], effect.kind)
-                    if problem is None:
+                    # An observe step starts now and is found again under its name; a
+                    # mutation waits for the status write that records it.
+                    if problem is None and effect.kind is StepKind.observe:
                         try:
                             await self._launch(monitor, effect)
                         except ForeignObject as foreign:
@@ -368,6 +399,7 @@ class Reconciler:
         meta = monitor["metadata"]
         namespace = meta["namespace"]
         step = manifests.monitor_step(monitor, launch)
+        await self._clear_seq(monitor, launch.seq, step["metadata"]["name"])
         try:
             created = await self.api.create_step(namespace, step)
             fresh = True
@@ -405,6 +437,27 @@ class Reconciler:
             step["metadata"]["name"],
         )
         await self._prune(monitor, keep_seq=launch.seq)
+
+    async def _clear_seq(self, monitor: Body, seq: int, name: str) -> None:
+        """Make `seq` free for the step named `name`: an observe step an earlier pass
+        launched under it, whose status write was lost, is deleted (it reads, nothing
+        more); an unrecorded act or repair step cannot exist (see `_launch_recorded`)
+        and would stop the monitor rather than run beside another."""
+        meta = monitor["metadata"]
+        history = await self.api.step_history(meta["namespace"], meta["name"], meta["uid"])
+        other = history.get(seq)
+        if other is None or other == name:
+            return
+        if f"-{seq}-{StepKind.observe.value}-" not in other:
+            raise ForeignObject(
+                f"MonitorStep {other} holds step {seq}, which the status does not record; "
+                "goalkeeper started nothing beside it."
+            )
+        log.info(
+            "%s/%s: deleting unrecorded observe step %s", meta["namespace"], meta["name"], other
+        )
+        with contextlib.suppress(NotFound):
+            await self.api.delete_steps(meta["namespace"], meta["name"], meta["uid"], [seq])
 
     @staticmethod
     async def _create(

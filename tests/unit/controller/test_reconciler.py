@@ -189,7 +189,7 @@ async def test_a_step_that_vanished_is_observed_again(api: FakeApi, reconciler: 
     assert st["step"]["seq"] == 2 and st["stepFailureStreak"] == 1
 
 
-async def test_an_act_step_whose_job_is_gone_is_not_started_twice(
+async def test_an_act_step_starts_only_once_status_records_it(
     api: FakeApi, reconciler: Reconciler
 ) -> None:
     await reconciler.reconcile(NS, "build")
@@ -197,8 +197,12 @@ async def test_an_act_step_whose_job_is_gone_is_not_started_twice(
     api.fail("patch_monitor_status", Transient("timeout", None))
     with pytest.raises(Transient):
         await reconciler.reconcile(NS, "build")
+    kinds = [s["spec"]["kind"] for s in api.all("MonitorStep")]
+    assert kinds == ["observe"], "no act step exists before the write that records it"
+    await reconciler.reconcile(NS, "build")
     act_step = next(s for s in api.all("MonitorStep") if s["spec"]["kind"] == "act")
-    # Its Job ran and was deleted by hand before the operator wrote that it launched.
+    assert status(api)["step"]["seq"] == act_step["spec"]["seq"]
+    # Its Job ran and was deleted by hand before the step wrote a result.
     api.delete("Job", NS, act_step["metadata"]["name"])
     await reconciler.reconcile(NS, "build")
     act_jobs = [name for method, name in api.calls if method == "create_job" and "-act-" in name]
@@ -207,6 +211,48 @@ async def test_an_act_step_whose_job_is_gone_is_not_started_twice(
     assert st["lastAction"]["outcome"] == "failed"
     assert "deleted before the step wrote a result" in st["lastAction"]["evidence"]
     assert st["step"]["kind"] == "observe", "the effect is verified by observing"
+
+
+async def test_a_recorded_act_step_that_could_not_be_created_is_never_started_later(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("act", work="idle", action=action()))
+    api.fail("create_step", Transient("reset", None))
+    with pytest.raises(Transient):
+        await reconciler.reconcile(NS, "build")
+    assert status(api)["step"]["kind"] == "act", "recorded first"
+    await reconciler.reconcile(NS, "build")
+    assert not [s for s in api.all("MonitorStep") if s["spec"]["kind"] == "act"]
+    st = status(api)
+    assert st["lastAction"]["outcome"] == "failed" and st["step"]["kind"] == "observe"
+
+
+async def test_an_unrecorded_observe_step_gives_way_to_the_step_status_records(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    """A pass launched an observe step and lost its status write; the next pass decided
+    otherwise under the same seq (here: a spec edit restarts the check)."""
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("wait"))
+    await reconciler.reconcile(NS, "build")
+    clock.now += timedelta(minutes=5)
+    api.fail("patch_monitor_status", Transient("timeout", None))
+    with pytest.raises(Transient):
+        await reconciler.reconcile(NS, "build")
+    orphan = max(api.all("MonitorStep"), key=lambda s: s["spec"]["seq"])
+    assert orphan["spec"]["seq"] == 2 and orphan["spec"]["kind"] == "observe"
+    # Pretend an earlier pass had launched it as another kind's seq-2 neighbour: a
+    # decision that now wants seq 2 under a different name deletes the orphan first.
+    launched = orphan["metadata"]["name"]
+    api.delete("MonitorStep", NS, launched)
+    api.delete("Job", NS, launched)
+    orphan["metadata"]["name"] = launched.replace("-2-observe-", "-2-observe-x")
+    api.put("MonitorStep", orphan)
+    await reconciler.reconcile(NS, "build")
+    seq2 = [s["metadata"]["name"] for s in api.all("MonitorStep") if s["spec"]["seq"] == 2]
+    assert len(seq2) == 1 and "-2-observe-x" not in seq2[0]
+    assert status(api)["step"]["seq"] == 2
 
 
 async def test_a_squatted_step_name_stops_the_monitor_and_is_left_alone(
