@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import urllib3.exceptions
 import yaml
 
 from goalkeeper.devcluster import procs
@@ -42,6 +44,8 @@ log = logging.getLogger(__name__)
 DEFAULT_SELECTOR = "goalkeeper.dev/step"
 TERMINATION_MESSAGE_ENV = "GOALKEEPER_TERMINATION_MESSAGE_PATH"
 _MAX_MESSAGE = 4096
+# How long a pod's status patch is retried while the API server cannot be reached.
+STATUS_RETRY_SECONDS = 120.0
 _VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 
 
@@ -279,6 +283,10 @@ class PodRunner:
         except Exception as exc:
             log.exception("pod runner: %s/%s failed", rec.namespace, rec.name)
             rec.reason = rec.reason or f"RunnerError: {exc!r}"
+            # Nobody watches its process any more: it must not run on unseen.
+            if rec.pid is not None and procs.pid_alive(rec.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(rec.pid, signal.SIGKILL)
         finally:
             rec.done.set()
             api_client.close()
@@ -665,19 +673,32 @@ class PodRunner:
             status["reason"] = reason
         if message:
             status["message"] = message
-        try:
-            core.patch_namespaced_pod_status(
-                pod.metadata.name, pod.metadata.namespace, {"status": status}
-            )
-        except ApiException as exc:
-            if exc.status not in (404, 409, 422):
-                raise
-            log.info(
-                "pod runner: status of %s/%s not patched: %s",
-                pod.metadata.namespace,
-                pod.metadata.name,
-                exc.reason,
-            )
+        # As a kubelet does, keep trying while the API server is away (restarted, or its
+        # etcd is): a pod whose phase is lost would stay Running, its Job never ending.
+        deadline = time.monotonic() + STATUS_RETRY_SECONDS
+        pause = 0.2
+        while True:
+            try:
+                core.patch_namespaced_pod_status(
+                    pod.metadata.name, pod.metadata.namespace, {"status": status}
+                )
+                return
+            except ApiException as exc:
+                if exc.status in (404, 409, 422):
+                    log.info(
+                        "pod runner: status of %s/%s not patched: %s",
+                        pod.metadata.namespace,
+                        pod.metadata.name,
+                        exc.reason,
+                    )
+                    return
+                if not (exc.status in (0, 429) or exc.status >= 500) or time.monotonic() > deadline:
+                    raise
+            except urllib3.exceptions.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     # -- helpers for tests --------------------------------------------------------------
 
