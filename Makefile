@@ -1,5 +1,5 @@
 # goalkeeper: `make dev` runs everything locally, `make test` runs every test.
-.PHONY: install k8s helm image crds lint test test-unit dev clean
+.PHONY: install k8s helm image crds lint test test-unit bench dev clean
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -43,6 +43,11 @@ test: install k8s helm lint
 
 test-unit: install
 	$(BIN)/pytest tests/unit
+
+# The operator's check path against a local control plane: tables on stdout (bench/README.md).
+# BENCH_FLAGS=--quick for small sizes, --large for 10,000 and 50,000 idle monitors.
+bench: install k8s
+	$(BIN)/python -m bench $(BENCH_FLAGS)
 
 dev: install k8s
 	$(BIN)/goalkeeper dev

@@ -5,8 +5,9 @@
         ...
 
 Everything lives in a fresh temp folder (certificates, etcd data, kubeconfig, one log
-per component). Ports are picked free on 127.0.0.1, so several instances can run side
-by side. Children are stopped by `stop()`, at interpreter exit, and (through
+per component). With `audit_log`, the API server also writes every request's metadata
+there as JSON lines (off by default). Ports are picked free on 127.0.0.1, so several
+instances can run side by side. Children are stopped by `stop()`, at interpreter exit, and (through
 PR_SET_PDEATHSIG) by the kernel if the process that started them dies.
 """
 
@@ -43,6 +44,15 @@ CONTROLLERS = (
     # Type-checks admission policies into their status, so a broken expression shows.
     "validatingadmissionpolicy-status-controller",
 )
+
+# Who did what and when, without bodies; RequestReceived is left out because
+# ResponseComplete (ResponseStarted for a watch) carries the same timestamps and more.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata"}],
+}
 
 _live: weakref.WeakSet[ControlPlane] = weakref.WeakSet()
 _live_lock = threading.Lock()
@@ -98,6 +108,7 @@ class ControlPlane:
         build: bool = True,
         base_dir: Path | str | None = None,
         keep_dir: bool = False,
+        audit_log: Path | str | None = None,
     ) -> None:
         self.crds_dir = Path(crds_dir) if crds_dir is not None else default_crds_dir()
         self.install_crds = install_crds
@@ -108,6 +119,7 @@ class ControlPlane:
         self.build = build
         self.base_dir = Path(base_dir) if base_dir is not None else None
         self.keep_dir = keep_dir
+        self.audit_log = Path(audit_log) if audit_log is not None else None
         self.dir: Path | None = None
         self.pki: Pki | None = None
         self.bins: dict[str, Path] = {}
@@ -255,6 +267,15 @@ class ControlPlane:
         assert self.dir is not None and self.pki is not None
         self.port = free_port()
         p = self.pki
+        audit: list[str] = []
+        if self.audit_log is not None:
+            policy = self.dir / "audit-policy.yaml"
+            policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
+            audit = [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+            ]
         self._spawn(
             "kube-apiserver",
             [
@@ -280,6 +301,7 @@ class ControlPlane:
                 "--enable-admission-plugins=ServiceAccount",
                 "--profiling=false",
                 "--v=1",
+                *audit,
             ],
         )
 
