@@ -187,3 +187,16 @@ async def test_history_is_pruned_in_batches(api: FakeApi, cache: WatchCache) -> 
     assert seqs[-1] == 10 and len(seqs) >= 4
     # Ten launches, each over the bound once six exist: one request per two excess steps.
     assert api.count("delete_steps") == 3, api.calls
+
+
+def test_a_relisted_object_replaces_a_newer_cached_one() -> None:
+    """After etcd came back without its last writes, a relist shows an older version:
+    it must win, or the monitor would be judged from a state that no longer exists."""
+    cache = WatchCache()
+    newer = {"metadata": {"name": "build", "namespace": NS, "resourceVersion": "20"}}
+    older = {"metadata": {"name": "build", "namespace": NS, "resourceVersion": "12"}}
+    cache.put(MONITOR, newer)
+    cache.put(MONITOR, older)
+    assert cache.get(MONITOR, NS, "build") == newer, "a late watch event does not roll back"
+    cache.put(MONITOR, older, listed=True)
+    assert cache.get(MONITOR, NS, "build") == older
