@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -116,6 +116,7 @@ class Request:
     user: str
     verb: str
     resource: str  # "monitors/status", "jobs", or the path of a non-resource request
+    uri: str  # path and query, e.g. a list's ?limit=500&continue=...
     namespace: str
     name: str
     code: int
@@ -142,6 +143,7 @@ def _request(entry: dict[str, Any]) -> Request:
         user=(entry.get("user") or {}).get("username", ""),
         verb=entry.get("verb", ""),
         resource=resource,
+        uri=entry.get("requestURI", ""),
         namespace=ref.get("namespace", ""),
         name=ref.get("name", ""),
         code=int((entry.get("responseStatus") or {}).get("code") or 0),
@@ -346,6 +348,16 @@ class MonitorSeen:
     next_check_at: dict[int, float] = field(default_factory=dict)
 
 
+def is_waiting(status: dict[str, Any]) -> bool:
+    """An active monitor with no step in flight and a published next check."""
+    return (
+        status.get("monitor") == "active"
+        and status.get("activity") == "waiting"
+        and not status.get("step")
+        and (status.get("schedule") or {}).get("nextCheckAt") is not None
+    )
+
+
 def waiting_after(checks: int) -> Callable[[MonitorSeen], bool]:
     return lambda m: m.waiting and m.checks == checks
 
@@ -376,12 +388,7 @@ class MonitorWatch:
                 seen.checks = int(status.get("checks") or 0)
                 seen.in_flight = bool(status.get("step"))
                 next_check = (status.get("schedule") or {}).get("nextCheckAt")
-                seen.waiting = (
-                    status.get("monitor") == "active"
-                    and status.get("activity") == "waiting"
-                    and not seen.in_flight
-                    and next_check is not None
-                )
+                seen.waiting = is_waiting(status)
                 seen.accepted_at.setdefault(seen.checks, now)
                 if next_check is not None:
                     seen.next_check_at.setdefault(seen.checks, _epoch(next_check))
@@ -441,6 +448,7 @@ class Operator:
         self.namespace = namespace
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.started_at = 0.0  # epoch, just before the last start
 
     @property
     def pid(self) -> int:
@@ -450,6 +458,7 @@ class Operator:
     def start(self) -> Operator:
         self.starts += 1
         log = self.bench.dir / f"operator-{self.namespace}-{self.starts}.log"
+        self.started_at = time.time()
         self.process = procs.spawn(
             [str(Path(sys.executable).parent / "goalkeeper"), "run"], log=log, env=self.env
         )
@@ -536,23 +545,45 @@ class Bench:
         return Operator(self, namespace, **settings)
 
     def create_monitors(self, namespace: str, names: list[str], every_minutes: int) -> None:
-        local = threading.local()
-
-        def create(name: str) -> None:
-            if not hasattr(local, "custom"):
-                local.custom = client.CustomObjectsApi(new_api(self.kubeconfig))
-            body = {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "Monitor",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {"task": TASK, "everyMinutes": every_minutes, "maxChecks": 1000},
-            }
-            local.custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, "monitors", body
+        def create(custom: Any, name: str) -> None:
+            custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, "monitors", monitor_body(namespace, name, every_minutes)
             )
 
-        with ThreadPoolExecutor(4) as pool:
-            list(pool.map(create, names))
+        in_parallel(self.kubeconfig, create, names)
+
+
+def monitor_spec(every_minutes: int) -> dict[str, Any]:
+    return {"task": TASK, "everyMinutes": every_minutes, "maxChecks": 1000}
+
+
+def monitor_body(namespace: str, name: str, every_minutes: int) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Monitor",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": monitor_spec(every_minutes),
+    }
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def in_parallel(
+    kubeconfig: Path, work: Callable[[Any, T], R], items: Iterable[T], workers: int = 4
+) -> list[R]:
+    """`work(custom, item)` for every item, on `workers` threads with a client each (a
+    CustomObjectsApi); the results in the order of `items`."""
+    local = threading.local()
+
+    def run(item: T) -> R:
+        if not hasattr(local, "custom"):
+            local.custom = client.CustomObjectsApi(new_api(kubeconfig))
+        return work(local.custom, item)
+
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(run, items))
 
 
 def monitor_names(count: int) -> list[str]:

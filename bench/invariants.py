@@ -1,15 +1,23 @@
-"""The invariants every part checks before it prints a figure: each check the fake step
-answered is accepted (status.checks and status.reportedCheck), it has exactly one Report
-Event (named `check-N`, as tests/faults/fleet.py reads them), and no MonitorStep or step
-Job was launched twice."""
+"""The invariants the parts check before they print a figure.
+
+Where the fake step answers checks: each check it answered is accepted (status.checks
+and status.reportedCheck), it has exactly one Report Event (named `check-N`, as
+tests/faults/fleet.py reads them), and no MonitorStep or step Job was launched twice.
+Where monitors only wait (idle scale): the operator writes nothing, and every monitor
+keeps the waiting status it was given.
+"""
 
 from __future__ import annotations
 
+import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from bench.fake_step import FakeStep
-from bench.harness import AuditTail, InvariantError, list_all
+from bench.harness import WRITE_VERBS, AuditTail, InvariantError, is_waiting, list_all
+
+EXAMPLES = 5  # names shown of a violation that many objects share
 
 
 def violations(api: Any, fake: FakeStep, audit: AuditTail) -> list[str]:
@@ -57,8 +65,59 @@ def violations(api: Any, fake: FakeStep, audit: AuditTail) -> list[str]:
     return found
 
 
-def check(part: str, api: Any, fake: FakeStep, audit: AuditTail) -> None:
-    """Raise InvariantError naming every violation; return quietly when all hold."""
-    found = violations(api, fake, audit)
+def _some(names: list[str]) -> str:
+    shown = ", ".join(sorted(names)[:EXAMPLES])
+    return f"{len(names)}: {shown}" + (", ..." if len(names) > EXAMPLES else "")
+
+
+def untouched_violations(
+    api: Any, namespace: str, versions: Mapping[str, str], audit: AuditTail, since: float
+) -> list[str]:
+    """One line per violation with monitors that only wait, none of them due: any write
+    by the operator since `since` (a status write, a MonitorStep, Job or Event), or a
+    monitor that is gone, moved from the resourceVersion in `versions`, or not waiting."""
+    writes: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
+    for r in audit.operator_requests(since, time.time()):
+        if r.verb in WRITE_VERBS:
+            writes[(r.verb, r.resource)].append(f"{r.namespace}/{r.name}")
+    found = [
+        f"the operator wrote with nothing due: {verb} {resource} ({_some(names)})"
+        for (verb, resource), names in sorted(writes.items())
+    ]
+    monitors = {m["metadata"]["name"]: m for m in list_all(api, "monitors", namespace)[0]}
+    gone = [name for name in versions if name not in monitors]
+    moved = [
+        name
+        for name, version in versions.items()
+        if name in monitors and monitors[name]["metadata"]["resourceVersion"] != version
+    ]
+    not_waiting = [
+        name
+        for name in versions
+        if name in monitors and not is_waiting(monitors[name].get("status") or {})
+    ]
+    for what, names in (
+        ("monitors gone", gone),
+        ("monitors written after their waiting status", moved),
+        ("monitors no longer waiting", not_waiting),
+    ):
+        if names:
+            found.append(f"{what} ({_some(names)})")
+    return found
+
+
+def _raise(part: str, found: list[str]) -> None:
     if found:
         raise InvariantError(part, found)
+
+
+def check(part: str, api: Any, fake: FakeStep, audit: AuditTail) -> None:
+    """Raise InvariantError naming every violation; return quietly when all hold."""
+    _raise(part, violations(api, fake, audit))
+
+
+def check_untouched(
+    part: str, api: Any, namespace: str, versions: Mapping[str, str], audit: AuditTail, since: float
+) -> None:
+    """Raise InvariantError naming every violation of `untouched_violations`."""
+    _raise(part, untouched_violations(api, namespace, versions, audit, since))
