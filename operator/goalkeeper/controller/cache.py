@@ -113,16 +113,17 @@ class WatchCache:
 
     # --- fed by the watches and the writes ---
 
-    def put(self, kind: str, body: Body, listed: bool = False) -> None:
-        """Keep `body` unless the cache holds a newer version. A `listed` body comes from a
-        (re)list, a consistent read of what is stored now, and always wins: a lower
-        resourceVersion there means the store went back (etcd restored or restarted
-        without its last writes), and a cache that kept its newer copy would never look
-        again."""
+    def put(self, kind: str, body: Body) -> None:
+        """Keep `body`, unless the cache holds a newer version: then the copy is in doubt
+        and is dropped, so the next read asks the API server. An older version arrives
+        when the watch lags behind our own write (the next event restores the entry), and
+        when the store went back (etcd restarted without its last writes): a cache that
+        kept its newer copy then would never look again."""
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace")), str(meta.get("name")))
         store = self._objects[kind]
-        if not listed and not _newer_or_same(body, store.get(key)):
+        if not _newer_or_same(body, store.get(key)):
+            self.drop(kind, *key)
             return
         if kind == STEP:
             self._put_step(key, body)

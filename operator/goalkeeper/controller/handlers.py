@@ -44,8 +44,7 @@ def _track(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) 
         meta = raw.get("metadata") or {}
         cache.drop(kind, str(meta.get("namespace")), str(meta.get("name")), raw)
         return True
-    # kopf gives the events of a (re)list no type.
-    cache.put(kind, raw, listed=event.get("type") is None)
+    cache.put(kind, raw)
     return False
 
 
