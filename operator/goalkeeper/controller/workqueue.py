@@ -125,6 +125,7 @@ class WorkQueue:
         that lists the whole step history reconciles each monitor once, not once a step."""
         seen = self.seen.get((namespace, monitor))
         if seen is None or (seq is not None and not seen.concerns(seq)):
+            log.debug("%s/%s: step %s changed; not the step in flight", namespace, monitor, seq)
             return
         self.trigger(namespace, monitor)
 
