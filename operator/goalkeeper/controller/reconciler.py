@@ -110,14 +110,17 @@ class Reconciler:
 
     # --- the reconcile ---
 
-    async def reconcile(self, namespace: str, name: str) -> MonitorStatus | None:
-        """Bring one monitor forward from its current state.
+    async def reconcile(
+        self, namespace: str, name: str, fresh: bool = False
+    ) -> MonitorStatus | None:
+        """Bring one monitor forward from its current state; with `fresh`, the monitor and
+        its step in flight are read from the API server, never from a cache.
 
         Returns the status it settled at, or None when the monitor is gone or unreadable.
         API failures raise the typed errors of `api`; the work queue retries them.
         """
         key = (namespace, name)
-        monitor = await self._read_monitor(namespace, name)
+        monitor = await self._read_monitor(namespace, name, fresh=fresh)
         status: MonitorStatus | None = None
         for _ in range(MAX_ROUNDS):
             if monitor is None:
@@ -127,7 +130,7 @@ class Reconciler:
             status = read_status(monitor)
             if status is None:
                 return None
-            decision, facts = await self._round(monitor, status)
+            decision, facts = await self._round(monitor, status, fresh)
             # Getting this far means the API answers again: an earlier refusal is over.
             target = api_recovered(decision.status if decision is not None else status)
             if target == status:
@@ -210,7 +213,7 @@ class Reconciler:
             return None
 
     async def _round(
-        self, monitor: Body, status: MonitorStatus
+        self, monitor: Body, status: MonitorStatus, fresh: bool = False
     ) -> tuple[Decision | None, StepFacts | None]:
         now = self.clock()
         try:
@@ -218,7 +221,7 @@ class Reconciler:
         except ValidationError as error:
             rejected = reject_spec(status, describe_errors(error), now)
             return await self._carry_out(monitor, None, rejected), None
-        facts = await self._step_facts(monitor, status) if status.step is not None else None
+        facts = await self._step_facts(monitor, status, fresh) if status.step is not None else None
         meta = monitor["metadata"]
         event = next_event(status, meta.get("generation"), facts, now)
         if event is None:
@@ -237,13 +240,13 @@ class Reconciler:
 
     # --- the facts of the step in flight ---
 
-    async def _step_facts(self, monitor: Body, status: MonitorStatus) -> StepFacts:
+    async def _step_facts(self, monitor: Body, status: MonitorStatus, fresh: bool) -> StepFacts:
         meta = monitor["metadata"]
         namespace = meta["namespace"]
         step = status.step
         assert step is not None
         name = manifests.step_name(meta["name"], meta["uid"], step.seq, step.kind)
-        found = await self._get(self.api.get_step, namespace, name)
+        found = await self._get(self.api.get_step, namespace, name, fresh=fresh)
         if found is None:
             return StepFacts(name, found=False)
         if not manifests.owned_by(found, meta["uid"]):
@@ -251,7 +254,7 @@ class Reconciler:
                 name, True, foreign=_foreign("MonitorStep", found, f"Monitor {meta['name']}")
             )
         if (found.get("status") or {}).get("phase") not in TERMINAL_PHASES:
-            ended = await self._job_ended(namespace, found)
+            ended = await self._job_ended(namespace, found, fresh)
             if ended is None:
                 return StepFacts(name, True, status=found.get("status"))
             # The pod writes its result before it exits: look once more, at the API server
@@ -264,10 +267,10 @@ class Reconciler:
         forged = await self._provenance(namespace, found)
         return StepFacts(name, True, status=found.get("status"), forged=forged)
 
-    async def _job_ended(self, namespace: str, step: Body) -> str | None:
+    async def _job_ended(self, namespace: str, step: Body, fresh: bool) -> str | None:
         """Why the step's Job ended without a result, or None while it may still write one."""
         name = step["metadata"]["name"]
-        job = await self._get(self.api.get_job, namespace, name)
+        job = await self._get(self.api.get_job, namespace, name, fresh=fresh)
         if job is None:
             return f"Job {name} was deleted before the step wrote a result."
         if not manifests.owned_by(job, step["metadata"]["uid"]):

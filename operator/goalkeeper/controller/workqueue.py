@@ -25,7 +25,8 @@ from goalkeeper.core.steps import next_event
 log = logging.getLogger("goalkeeper.workqueue")
 
 Key = tuple[str, str]
-Reconcile = Callable[[str, str], Awaitable[MonitorStatus | None]]
+# (namespace, name, fresh): `fresh` asks for reads from the API server, not the watch cache.
+Reconcile = Callable[[str, str, bool], Awaitable[MonitorStatus | None]]
 # Shows a refusal that retrying cannot fix on the monitor itself (namespace, name, message).
 RecordRefusal = Callable[[str, str, str], Awaitable[None]]
 
@@ -88,15 +89,18 @@ class WorkQueue:
         self._on_retry = on_retry or (lambda: None)
         self._record_refusal = record_refusal
         self._dirty: set[Key] = set()
+        self._fresh: set[Key] = set()
         self._workers: dict[Key, asyncio.Task[None]] = {}
         self._timers: dict[Key, tuple[datetime, asyncio.TimerHandle]] = {}
         self.seen: dict[Key, Seen] = {}
 
     # --- triggers ---
 
-    def trigger(self, namespace: str, name: str) -> None:
+    def trigger(self, namespace: str, name: str, fresh: bool = False) -> None:
         key = (namespace, name)
         self._dirty.add(key)
+        if fresh:
+            self._fresh.add(key)
         worker = self._workers.get(key)
         if worker is None or worker.done():
             self._workers[key] = asyncio.get_running_loop().create_task(self._work(key))
@@ -142,7 +146,9 @@ class WorkQueue:
         while key in self._dirty:
             self._dirty.discard(key)
             try:
-                status = await self._reconcile(*key)
+                fresh = key in self._fresh
+                self._fresh.discard(key)
+                status = await self._reconcile(*key, fresh)
             except Transient as error:
                 delay = backoff(attempt, self._rng, error.retry_after)
                 log.warning("%s/%s: %s; retrying in %.1f s", *key, error, delay)
@@ -212,8 +218,10 @@ class WorkQueue:
     async def resync_forever(self) -> None:
         while True:
             await asyncio.sleep(self.resync_seconds)
+            # A resync reads from the API server: it is there for the event the watch lost,
+            # which the watch cache lost with it.
             for key in self.due_for_resync():
-                self.trigger(*key)
+                self.trigger(*key, fresh=True)
 
     async def close(self) -> None:
         for key in list(self._timers):

@@ -200,3 +200,19 @@ def test_an_older_version_from_the_watch_puts_the_cached_copy_in_doubt() -> None
     assert cache.get(MONITOR, NS, "build") is None, "neither copy is trusted: ask the API"
     cache.put(MONITOR, older)
     assert cache.get(MONITOR, NS, "build") == older
+
+
+async def test_a_resync_reads_past_a_cache_that_missed_the_result(
+    api: FakeApi, cache: WatchCache
+) -> None:
+    """The watch lost the step's result event, so the cache still shows it running: only
+    a fresh pass, as the resync makes, finds the result."""
+    clock = Clock()
+    reconciler = cached_reconciler(api, cache, clock)
+    watch(api, cache)
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("wait"))  # written, but never delivered to the cache
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["checks"] == 0, "from the cache alone nothing has happened"
+    await reconciler.reconcile(NS, "build", fresh=True)
+    assert status(api)["checks"] == 1 and len(reports(api)) == 1

@@ -33,7 +33,7 @@ async def test_a_transient_failure_is_retried_until_it_succeeds() -> None:
     calls: list[float] = []
     done = asyncio.Event()
 
-    async def reconcile(namespace: str, name: str) -> MonitorStatus:
+    async def reconcile(namespace: str, name: str, fresh: bool = False) -> MonitorStatus:
         calls.append(asyncio.get_running_loop().time())
         if len(calls) < 3:
             raise Transient("503 Service Unavailable", 503, retry_after=0.05)
@@ -53,7 +53,7 @@ async def test_a_permanent_failure_is_logged_and_kept_for_a_later_retry() -> Non
     errors: list[str] = []
     reported = asyncio.Event()
 
-    async def reconcile(namespace: str, name: str) -> MonitorStatus:
+    async def reconcile(namespace: str, name: str, fresh: bool = False) -> MonitorStatus:
         raise Permanent("403 Forbidden", 403)
 
     def on_error(kind: str) -> None:
@@ -72,7 +72,7 @@ async def test_triggers_during_a_reconcile_coalesce_into_one_more() -> None:
     started, release = asyncio.Event(), asyncio.Event()
     runs = 0
 
-    async def reconcile(namespace: str, name: str) -> MonitorStatus:
+    async def reconcile(namespace: str, name: str, fresh: bool = False) -> MonitorStatus:
         nonlocal runs
         runs += 1
         started.set()
@@ -95,7 +95,7 @@ async def test_the_wait_timer_fires_a_reconcile_at_the_next_check() -> None:
     fired = asyncio.Event()
     clock = {"now": T0}
 
-    async def reconcile(namespace: str, name: str) -> MonitorStatus:
+    async def reconcile(namespace: str, name: str, fresh: bool = False) -> MonitorStatus:
         fired.set()
         return MonitorStatus()
 
@@ -113,7 +113,7 @@ async def test_the_wait_timer_fires_a_reconcile_at_the_next_check() -> None:
 async def test_resync_picks_only_monitors_that_need_work() -> None:
     clock = {"now": T0}
 
-    async def reconcile(namespace: str, name: str) -> MonitorStatus:
+    async def reconcile(namespace: str, name: str, fresh: bool = False) -> MonitorStatus:
         return MonitorStatus()
 
     queue = WorkQueue(reconcile, resync_seconds=60, clock=lambda: clock["now"])
@@ -170,7 +170,7 @@ async def test_a_call_is_retried_in_place_on_a_transient_failure() -> None:
 async def test_only_a_change_of_the_step_in_flight_triggers_a_reconcile() -> None:
     reconciled: list[tuple[str, str]] = []
 
-    async def reconcile(namespace: str, name: str) -> MonitorStatus | None:
+    async def reconcile(namespace: str, name: str, fresh: bool = False) -> MonitorStatus | None:
         reconciled.append((namespace, name))
         return None
 
