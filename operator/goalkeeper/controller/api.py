@@ -22,7 +22,14 @@ import urllib3.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from goalkeeper.controller.manifests import GROUP, LABEL_MONITOR, LABEL_SEQ, VERSION, label_value
+from goalkeeper.controller.manifests import (
+    GROUP,
+    LABEL_MONITOR,
+    LABEL_SEQ,
+    VERSION,
+    label_value,
+    owned_by,
+)
 
 Body = dict[str, Any]
 
@@ -162,11 +169,8 @@ def owned_steps(listed: list[Body], monitor_uid: str) -> dict[int, str]:
     """seq -> name of the MonitorSteps in `listed` that `monitor_uid` owns."""
     history: dict[int, str] = {}
     for step in listed:
-        refs = step["metadata"].get("ownerReferences") or []
         seq = (step.get("spec") or {}).get("seq")
-        if isinstance(seq, int) and any(
-            ref.get("uid") == monitor_uid and ref.get("controller") for ref in refs
-        ):
+        if isinstance(seq, int) and owned_by(step, monitor_uid):
             history[seq] = step["metadata"]["name"]
     return history
 

@@ -25,6 +25,7 @@ from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core.engine import (
     Decision,
     EmitReport,
+    Event,
     LaunchStep,
     Notify,
     PublishSchedule,
@@ -227,7 +228,14 @@ class Reconciler:
         if event is None:
             log.debug("%s/%s: nothing to do", meta["namespace"], meta["name"])
             return None, facts
-        decision = decide(
+        decision = self._decide(spec, status, event, now)
+        log.debug("%s/%s: %s -> %s", meta["namespace"], meta["name"], event, decision.effects)
+        return await self._carry_out(monitor, spec, decision), facts
+
+    def _decide(
+        self, spec: MonitorSpec, status: MonitorStatus, event: Event, now: datetime
+    ) -> Decision:
+        return decide(
             spec,
             status,
             event,
@@ -235,8 +243,6 @@ class Reconciler:
             minute=self.settings.minute,
             model_spend_cap_usd=self.settings.modelSpendCapUsd,
         )
-        log.debug("%s/%s: %s -> %s", meta["namespace"], meta["name"], event, decision.effects)
-        return await self._carry_out(monitor, spec, decision), facts
 
     # --- the facts of the step in flight ---
 
@@ -349,14 +355,7 @@ class Reconciler:
                             problem = str(foreign)
                     if problem is not None:
                         event = StepFailed(effect.seq, problem, permanent=True)
-                        followup = decide(
-                            spec,
-                            decision.status,
-                            event,
-                            self.clock(),
-                            minute=self.settings.minute,
-                            model_spend_cap_usd=self.settings.modelSpendCapUsd,
-                        )
+                        followup = self._decide(spec, decision.status, event, self.clock())
                         return await self._carry_out(monitor, spec, followup)
                 case EmitReport():
                     log.info("%s check %d:\n%s", where, effect.check, effect.text)
@@ -451,7 +450,7 @@ class Reconciler:
         other = history.get(seq)
         if other is None or other == name:
             return
-        if f"-{seq}-{StepKind.observe.value}-" not in other:
+        if other != manifests.step_name(meta["name"], meta["uid"], seq, StepKind.observe):
             raise ForeignObject(
                 f"MonitorStep {other} holds step {seq}, which the status does not record; "
                 "goalkeeper started nothing beside it."

@@ -50,10 +50,13 @@ class Seen:
     """What the watch last showed of a monitor, enough to know whether it needs work."""
 
     active: bool
-    in_flight: bool
     next_check: datetime | None
     step_seq: int | None = None  # the step in flight
     launched: int = 0  # steps launched so far (status.stepSeq)
+
+    @property
+    def in_flight(self) -> bool:
+        return self.step_seq is not None
 
     def concerns(self, seq: int) -> bool:
         """Whether a change of step `seq` can matter: it is the step in flight, or one
@@ -184,7 +187,7 @@ class WorkQueue:
         waiting = active and status.step is None and status.schedule is not None
         next_check = status.schedule.nextCheckAt if waiting and status.schedule else None
         step_seq = status.step.seq if status.step is not None else None
-        self.seen[key] = Seen(active, step_seq is not None, next_check, step_seq, status.stepSeq)
+        self.seen[key] = Seen(active, next_check, step_seq, status.stepSeq)
         if next_check is None:
             self._disarm(key)
             return

@@ -19,7 +19,8 @@ from goalkeeper.controller import manifests
 from goalkeeper.controller.api import Conflict, Transient
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
-from goalkeeper.core.models import StepKind
+from goalkeeper.core.engine import LaunchStep
+from goalkeeper.core.models import StepInput, StepKind
 
 NS = "team-a"
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -229,30 +230,27 @@ async def test_a_recorded_act_step_that_could_not_be_created_is_never_started_la
 
 
 async def test_an_unrecorded_observe_step_gives_way_to_the_step_status_records(
-    api: FakeApi, reconciler: Reconciler, clock: Clock
+    api: FakeApi, reconciler: Reconciler
 ) -> None:
-    """A pass launched an observe step and lost its status write; the next pass decided
-    otherwise under the same seq (here: a spec edit restarts the check)."""
+    """An earlier pass launched observe step 2 and lost its status write; this pass,
+    deciding from a result it now accepts, records act step 2: the observe step goes."""
     await reconciler.reconcile(NS, "build")
-    finish(api, observation_dict("wait"))
+    finish(api, observation_dict("act", work="idle", action=action()))
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    orphan = manifests.monitor_step(
+        monitor,
+        LaunchStep(
+            seq=2,
+            kind=StepKind.observe,
+            input=StepInput.model_validate(step_in_flight(api)["spec"]["input"]),
+        ),
+    )
+    api.put("MonitorStep", {**orphan, "metadata": {**orphan["metadata"], "namespace": NS}})
     await reconciler.reconcile(NS, "build")
-    clock.now += timedelta(minutes=5)
-    api.fail("patch_monitor_status", Transient("timeout", None))
-    with pytest.raises(Transient):
-        await reconciler.reconcile(NS, "build")
-    orphan = max(api.all("MonitorStep"), key=lambda s: s["spec"]["seq"])
-    assert orphan["spec"]["seq"] == 2 and orphan["spec"]["kind"] == "observe"
-    # Pretend an earlier pass had launched it as another kind's seq-2 neighbour: a
-    # decision that now wants seq 2 under a different name deletes the orphan first.
-    launched = orphan["metadata"]["name"]
-    api.delete("MonitorStep", NS, launched)
-    api.delete("Job", NS, launched)
-    orphan["metadata"]["name"] = launched.replace("-2-observe-", "-2-observe-x")
-    api.put("MonitorStep", orphan)
-    await reconciler.reconcile(NS, "build")
-    seq2 = [s["metadata"]["name"] for s in api.all("MonitorStep") if s["spec"]["seq"] == 2]
-    assert len(seq2) == 1 and "-2-observe-x" not in seq2[0]
-    assert status(api)["step"]["seq"] == 2
+    seq2 = [s for s in api.all("MonitorStep") if s["spec"]["seq"] == 2]
+    assert [s["spec"]["kind"] for s in seq2] == ["act"], "the orphan gave way"
+    assert status(api)["step"]["seq"] == 2 and status(api)["step"]["kind"] == "act"
 
 
 async def test_a_squatted_step_name_stops_the_monitor_and_is_left_alone(
