@@ -33,6 +33,7 @@ class FakeApi:
         self.objects: dict[tuple[str, str, str], Body] = {}
         self.calls: list[tuple[str, str]] = []
         self._faults: dict[str, list[ApiError]] = defaultdict(list)
+        self._lost_answers: dict[str, int] = defaultdict(int)
         self._versions = count(1)
         self._uids = count(1)
 
@@ -41,6 +42,11 @@ class FakeApi:
     def fail(self, method: str, error: ApiError, times: int = 1) -> None:
         """The next `times` calls of `method` raise `error` (after doing nothing)."""
         self._faults[method].extend([error] * times)
+
+    def lose_answer(self, method: str, times: int = 1) -> None:
+        """The next `times` creates by `method` take effect, but their answer is lost: the
+        caller meets AlreadyExists, as the client's retry in place does."""
+        self._lost_answers[method] += times
 
     def put(self, kind: str, body: Body) -> Body:
         meta = body.setdefault("metadata", {})
@@ -78,12 +84,18 @@ class FakeApi:
 
     def _create(self, kind: str, namespace: str, body: Body) -> Body:
         name = body["metadata"]["name"]
+        exists = AlreadyExists(f"{kind} {namespace}/{name} already exists", 409)
         if (kind, namespace, name) in self.objects:
-            raise AlreadyExists(f"{kind} {namespace}/{name} already exists", 409)
+            raise exists
         made = copy.deepcopy(body)
         made["metadata"]["namespace"] = namespace
         made["metadata"].pop("uid", None)
-        return self.put(kind, made)
+        created = self.put(kind, made)
+        method = self.calls[-1][0]
+        if self._lost_answers[method]:
+            self._lost_answers[method] -= 1
+            raise exists
+        return created
 
     # --- the Api protocol ---
 

@@ -25,6 +25,8 @@ LABEL_SEQ = f"{GROUP}/seq"
 # names the monitor to reconcile without a read.
 ANNOTATION_MONITOR = f"{GROUP}/monitor-name"
 ANNOTATION_REPORT = f"{GROUP}/report"
+# Set by the one launch that created a MonitorStep: its own retried create finds it again.
+ANNOTATION_LAUNCH = f"{GROUP}/launch"
 MAX_NAME = 63  # Job names become pod label values
 STEP_UID = 65532  # the distroless "nonroot" user
 POD_TMP = "/tmp"  # noqa: S108 - inside the step container: its own emptyDir

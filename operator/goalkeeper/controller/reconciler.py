@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -401,13 +402,18 @@ class Reconciler:
         meta = monitor["metadata"]
         namespace = meta["namespace"]
         step = manifests.monitor_step(monitor, launch)
+        token = uuid.uuid4().hex
+        step["metadata"].setdefault("annotations", {})[manifests.ANNOTATION_LAUNCH] = token
         await self._clear_seq(monitor, launch.seq, step["metadata"]["name"])
         try:
             created = await self.api.create_step(namespace, step)
             fresh = True
         except AlreadyExists:
             created = await self.api.get_step(namespace, step["metadata"]["name"])
-            fresh = False
+            # A create retried in place after its answer was lost finds its own step,
+            # which has no Job yet: this call makes the Job after the step.
+            annotations = created["metadata"].get("annotations") or {}
+            fresh = annotations.get(manifests.ANNOTATION_LAUNCH) == token
         if not manifests.owned_by(created, meta["uid"]):
             raise ForeignObject(_foreign("MonitorStep", created, f"Monitor {meta['name']}"))
         job = manifests.step_job(created, self.settings)

@@ -229,6 +229,37 @@ async def test_a_recorded_act_step_that_could_not_be_created_is_never_started_la
     assert st["lastAction"]["outcome"] == "failed" and st["step"]["kind"] == "observe"
 
 
+async def test_an_act_step_whose_create_answer_was_lost_still_runs(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("act", work="idle", action=action()))
+    api.lose_answer("create_step")
+    await reconciler.reconcile(NS, "build")
+    act_step = step_in_flight(api)
+    assert act_step["spec"]["kind"] == "act"
+    assert api.get("Job", NS, act_step["metadata"]["name"]) is not None, (
+        "its own create, retried in place, is not taken for an earlier launch"
+    )
+
+
+async def test_an_act_step_made_by_an_earlier_launch_is_not_started_again(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("act", work="idle", action=action()))
+    # The launch creates the step, then its Job create fails after every retry.
+    api.fail("create_job", Transient("reset", None))
+    with pytest.raises(Transient):
+        await reconciler.reconcile(NS, "build")
+    act_step = step_in_flight(api)
+    assert api.get("Job", NS, act_step["metadata"]["name"]) is None
+    await reconciler.reconcile(NS, "build")
+    assert api.get("Job", NS, act_step["metadata"]["name"]) is None
+    st = status(api)
+    assert st["lastAction"]["outcome"] == "failed" and st["step"]["kind"] == "observe"
+
+
 async def test_an_unrecorded_observe_step_gives_way_to_the_step_status_records(
     api: FakeApi, reconciler: Reconciler
 ) -> None:
