@@ -16,11 +16,12 @@ RUN python3 -m venv /opt/goalkeeper \
  && /opt/goalkeeper/bin/pip install --quiet -r requirements.txt
 COPY operator ./operator
 COPY crds ./crds
-# The local control plane and `goalkeeper dev` are for development, not for a cluster.
+# The local control plane, `goalkeeper dev` and the local model are for development, not for
+# a cluster.
 RUN /opt/goalkeeper/bin/pip install --quiet --no-deps . \
  && /opt/goalkeeper/bin/pip uninstall --quiet -y pip setuptools \
  && site=$(/opt/goalkeeper/bin/python3 -c "import goalkeeper, os; print(os.path.dirname(goalkeeper.__file__))") \
- && rm -rf "$site/devcluster" "$site/dev.py"
+ && rm -rf "$site/devcluster" "$site/dev.py" "$site/localmodel"
 
 FROM ${BASE_IMAGE}
 COPY --from=build /opt/goalkeeper /opt/goalkeeper

@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 $(BIN)/goalkeeper: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,local]'
 	touch $@
 
 install: $(BIN)/goalkeeper

@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         register_cluster(sub)
 
+    try:
+        from goalkeeper.localmodel.cli import register as register_model
+    except ImportError:
+        pass  # nor the local model
+    else:
+        register_model(sub)
+
     run_cmd = sub.add_parser("run", help="run the operator against the current kubeconfig")
     run_cmd.add_argument(
         "--namespace", action="append", help="watch only this namespace (repeatable)"

@@ -72,6 +72,8 @@ def test_holds_no_compiler_and_no_test_tools(image: str) -> None:
         "tests",
         "cryptography",
         "goalkeeper.devcluster",
+        "goalkeeper.localmodel",
+        "xllamacpp",
     ):
         absent = in_image(image, "python3", "-c", f"import {module}")
         assert absent.returncode != 0, f"{module} is in the image"

@@ -1,0 +1,143 @@
+"""The local model's OpenAI-compatible server: llama.cpp's own C++ HTTP server through
+xllamacpp, on 127.0.0.1 only, with the settings under which a small model answers
+goalkeeper's steps (see docs/local-model.md).
+
+One request at a time (one slot) keeps the whole context for one step and the prompt
+prefix of the last request cached: the next step's identical system prompt and tools are
+not read again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from goalkeeper.localmodel.weights import DEFAULT, Weights, cached, fetch
+
+HOST = "127.0.0.1"
+ALIAS = "local"
+READY_TIMEOUT_SECONDS = 300
+# Qwen2.5's own template with its tool-call instruction fixed: the original shows the call
+# inside doubled braces (a Jinja escape printed as it stands), which the coder model copies
+# before writing newlines until its token limit (docs/local-model.md).
+CHAT_TEMPLATE = resources.files(__package__).joinpath("chat_template.jinja").read_text()
+
+
+class ServeError(Exception):
+    """The local model could not be served; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    context: int = 8192  # tokens: one observe step's prompt, tools and answers
+    threads: int = 0  # 0: every CPU this process may use
+    temperature: float = 0.7  # at 0 a small model repeats one invalid answer on retry
+    port: int = 0  # 0: a free port
+
+    def __post_init__(self) -> None:
+        if not 2048 <= self.context <= 32768:
+            raise ServeError(f"context must be 2048 to 32768 tokens, not {self.context}")
+        if not 0 <= self.threads <= 256:
+            raise ServeError(f"threads must be 0 (all CPUs) to 256, not {self.threads}")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise ServeError(f"temperature must be 0 to 2, not {self.temperature}")
+        if not 0 <= self.port <= 65535:
+            raise ServeError(f"port must be 0 (a free one) to 65535, not {self.port}")
+
+
+def model_file(weights: Weights = DEFAULT, *, download: bool = True) -> Path:
+    """GOALKEEPER_LOCAL_MODEL when set (any GGUF file), else the default weights, fetched
+    when `download` and not cached yet."""
+    configured = os.environ.get("GOALKEEPER_LOCAL_MODEL")
+    if configured:
+        path = Path(configured).expanduser()
+        if not path.is_file():
+            raise ServeError(f"GOALKEEPER_LOCAL_MODEL={configured} is not a file.")
+        return path
+    found = cached(weights)
+    if found is not None:
+        return found
+    if not download:
+        raise ServeError(
+            f"{weights.name} is not downloaded yet: run `goalkeeper model fetch` "
+            "(about 1.1 GB), or set GOALKEEPER_LOCAL_MODEL to a GGUF file."
+        )
+    return fetch(weights)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class LocalServer:
+    """The server, in this process; `base_url` is what steps use as
+    GOALKEEPER_MODEL_BASE_URL, with GOALKEEPER_MODEL=openai:local."""
+
+    def __init__(self, path: Path, options: ServeOptions) -> None:
+        try:
+            import xllamacpp
+        except ImportError:
+            raise ServeError(
+                "The local model runtime is not installed: pip install 'goalkeeper[local]'."
+            ) from None
+        self.path = path
+        self.port = options.port or free_port()
+        threads = options.threads or _cpus()
+        params: Any = xllamacpp.CommonParams()
+        params.model.path = str(path)
+        params.model_alias = ALIAS
+        params.hostnames = [HOST]
+        params.port = self.port
+        params.n_ctx = options.context
+        params.n_parallel = 1
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
+        params.sampling.temp = options.temperature
+        params.use_jinja = True
+        params.chat_template = CHAT_TEMPLATE
+        params.ui = False
+        params.offline = True
+        params.warmup = False
+        self._server = xllamacpp.Server(params)  # loads the weights, then listens
+        self.base_url = f"http://{HOST}:{self.port}/v1"
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+        wait_ready(self.base_url, timeout)
+
+
+def wait_ready(
+    base_url: str,
+    timeout: float = READY_TIMEOUT_SECONDS,
+    alive: Callable[[], bool] = lambda: True,
+) -> None:
+    """Until the server answers /health with ok (loading the weights takes seconds)."""
+    health = base_url.removesuffix("/v1") + "/health"
+    deadline = time.monotonic() + timeout
+    while True:
+        if not alive():
+            raise ServeError(f"the local model server for {base_url} exited while loading")
+        try:
+            with urllib.request.urlopen(health, timeout=5) as answer:  # noqa: S310 - loopback
+                if json.loads(answer.read() or b"{}").get("status") == "ok":
+                    return
+        except (OSError, urllib.error.URLError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise ServeError(f"the local model at {base_url} was not ready after {timeout:.0f} s")
+        time.sleep(0.5)
