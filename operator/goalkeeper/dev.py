@@ -8,15 +8,17 @@ serves the resources it watches, so its first requests do not fail.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.devcluster import ControlPlane, PodRunner
@@ -100,7 +102,10 @@ def run_dev(settings: OperatorSettings, namespace: str = "default", verbose: boo
             flush=True,
         )
         print(f"step logs: {logs} (goalkeeper logs MONITOR prints the latest step's)", flush=True)
-        with PodRunner(cluster.kubeconfig, label_selector=None, log_dir=logs):
+        with (
+            model_for_steps(settings, env, logs),
+            PodRunner(cluster.kubeconfig, label_selector=None, log_dir=logs),
+        ):
             # The operator runs exactly as in production: `goalkeeper run`, its own process.
             command = [sys.executable, "-m", "goalkeeper.cli", "run", *(["-v"] if verbose else [])]
             operator = subprocess.Popen(command, env=env, start_new_session=True)
@@ -112,6 +117,46 @@ def run_dev(settings: OperatorSettings, namespace: str = "default", verbose: boo
             finally:
                 _terminate(operator)
     return 0
+
+
+@contextlib.contextmanager
+def model_for_steps(settings: OperatorSettings, env: dict[str, str], logs: Path) -> Iterator[None]:
+    """The configured model, or else the local one, served for this session and kept
+    running between steps so that the prompt prefix they share stays cached."""
+    if settings.model:
+        where = f" at {settings.modelBaseUrl}" if settings.modelBaseUrl else ""
+        print(f"model: {settings.model}{where}", flush=True)
+        yield
+        return
+    from goalkeeper.localmodel.server import ALIAS, free_port, model_file, wait_ready
+
+    path = model_file()  # the first time, downloads the default weights and says so
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    log_path = logs / "local-model.log"
+    with log_path.open("w") as log:
+        server = _serve_local_model(port, log)
+        try:
+            wait_ready(base_url, alive=lambda: server.poll() is None)
+        except Exception:
+            _terminate(server)
+            raise
+        env["GOALKEEPER_MODEL"] = f"openai:{ALIAS}"
+        env["GOALKEEPER_MODEL_BASE_URL"] = base_url
+        print(
+            f"model: {path.name} (no GOALKEEPER_MODEL set), served at {base_url}; "
+            f"its log: {log_path}",
+            flush=True,
+        )
+        try:
+            yield
+        finally:
+            _terminate(server)
+
+
+def _serve_local_model(port: int, log: TextIO) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "goalkeeper.cli", "model", "serve", "--port", str(port)]
+    return subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True)
 
 
 def _terminate(process: subprocess.Popen[bytes]) -> None:

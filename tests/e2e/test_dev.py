@@ -7,11 +7,14 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.harness import ROOT, wait_until
+from tests.support.model_server import Final, ModelServer
+from tests.support.observations import observation_dict
 
 pytestmark = pytest.mark.cluster
 
@@ -32,10 +35,19 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path) -> None:
+@pytest.fixture
+def model() -> Iterator[ModelServer]:
+    with ModelServer(default=lambda _: Final(observation_dict("stop"))) as server:
+        yield server
+
+
+def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelServer) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOALKEEPER_")}
     env["PYTHONUNBUFFERED"] = "1"
     env["GOALKEEPER_DEV_LOGS"] = str(tmp_path / "dev-logs")
+    # A configured model wins over the local one `make dev` serves without it.
+    env["GOALKEEPER_MODEL"] = f"openai:{model.model}"
+    env["GOALKEEPER_MODEL_BASE_URL"] = model.base_url
     log = (tmp_path / "dev.log").open("w+")
     dev = subprocess.Popen(
         [str(BIN / "goalkeeper"), "dev"],
@@ -80,7 +92,7 @@ def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path) -> None:
                     "monitor",
                     "nightly-render",
                     "-o",
-                    "jsonpath={.status.stop.message}",
+                    "jsonpath={.status.stop.reason}",
                 ],
                 capture_output=True,
                 text=True,
@@ -88,12 +100,14 @@ def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path) -> None:
             ).stdout
             return out or None
 
-        message = wait_until(
-            stop_reason, 60, "the monitor to stop", lambda: (tmp_path / "dev.log").read_text()
+        reason = wait_until(
+            stop_reason, 180, "the monitor to stop", lambda: (tmp_path / "dev.log").read_text()
         )
-        assert "No model is configured" in message
-        # the operator's first requests found the API server ready: no ERROR line
+        assert reason == "goalComplete"
         text = (tmp_path / "dev.log").read_text()
+        assert f"model: openai:{model.model} at {model.base_url}" in text
+        assert model.requests, "the observe step ran through dev's pod runner"
+        # the operator's first requests found the API server ready: no ERROR line
         assert [line for line in text.splitlines() if " ERROR " in line] == [], text
         logs_line = re.search(r"^step logs: (\S+) ", text, re.M)
         assert logs_line is not None, text
@@ -106,9 +120,8 @@ def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path) -> None:
             text=True,
             timeout=60,
         )
-        # the monitor stopped before any step ran: the command says so
-        assert shown.returncode == 1, shown.stderr
-        assert shown.stderr == "no MonitorStep of monitor nightly-render in namespace default\n"
+        assert shown.returncode == 0, shown.stderr
+        assert "nightly-render-1-observe" in shown.stdout + shown.stderr
     finally:
         dev.send_signal(signal.SIGINT)
         code = dev.wait(60)
