@@ -101,6 +101,10 @@ def test_action_result_outcomes_are_closed() -> None:
         ("wait", {"work": "idle"}, "route 'wait' needs work 'running' or 'waiting', got 'idle'"),
         ("wait", {"work": "failed"}, "route 'wait' needs work 'running' or 'waiting'"),
         ("wait", {"work": "complete"}, "route 'wait' needs work 'running' or 'waiting'"),
+        # A small model's common mistake: starting work that already runs.
+        ("act", {"work": "running"}, "an 'advance' action needs work 'idle', got 'running'"),
+        ("act", {"work": "waiting"}, "an 'advance' action needs work 'idle', got 'waiting'"),
+        ("act", {"work": "unknown"}, "an 'advance' action needs work 'idle', got 'unknown'"),
     ],
 )
 def test_route_must_agree_with_goal_and_work(
@@ -114,13 +118,16 @@ def test_route_must_agree_with_goal_and_work(
     [
         ("wait", {"work": "waiting"}),
         ("wait", {"goal": "unknown", "work": "running"}),
-        ("act", {"goal": "unknown", "work": "failed"}),
+        ("act", {"goal": "unknown", "work": "failed", "action": action(kind="recover")}),
+        # A stuck target that claims to run may be recovered or repaired.
+        ("act", {"work": "running", "action": action(kind="recover")}),
+        ("act", {"work": "running", "action": action(kind="repair")}),
         ("stop", {"goal": "incomplete", "work": "idle", "stopReason": "materialBlocker"}),
         ("stop", {"goal": "incomplete", "work": "running", "stopReason": "userRequested"}),
     ],
 )
 def test_routes_that_agree_with_their_states_are_accepted(
-    route: str, overrides: dict[str, str]
+    route: str, overrides: dict[str, object]
 ) -> None:
     Observation.model_validate(observation_dict(route, **overrides))
 

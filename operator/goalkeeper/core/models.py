@@ -345,6 +345,13 @@ class Observation(Model):
             raise ValueError(
                 f"route 'wait' needs work 'running' or 'waiting', got '{self.work.value}'"
             )
+        # Starting or resuming work that already runs would do it twice.
+        advance = self.action is not None and self.action.kind is ActionKind.advance
+        if advance and self.work is not WorkState.idle:
+            raise ValueError(
+                f"an 'advance' action needs work 'idle', got '{self.work.value}'; "
+                "work that runs or waits takes route 'wait'"
+            )
 
 
 class Outcome(StrEnum):
