@@ -29,6 +29,8 @@ STEP_RBAC = ROOT / "config" / "rbac" / "steps.yaml"
 DEV_KEY_HOLDER = "goalkeeper-model"
 STOP_GRACE_SECONDS = 15
 SERVING_TIMEOUT_SECONDS = 60
+LOCAL_MODEL_HTTP_TIMEOUT_SECONDS = 900
+LOCAL_MODEL_STEP_DEADLINE_SECONDS = 3600
 # What the operator lists and watches at start: (group, version, plural).
 WATCHED = (
     ("goalkeeper.dev", "v1alpha1", "monitors"),
@@ -103,8 +105,8 @@ def run_dev(settings: OperatorSettings, namespace: str = "default", verbose: boo
         )
         print(f"step logs: {logs} (goalkeeper logs MONITOR prints the latest step's)", flush=True)
         with (
-            model_for_steps(settings, env, logs),
-            PodRunner(cluster.kubeconfig, label_selector=None, log_dir=logs),
+            model_for_steps(settings, env, logs) as step_env,
+            PodRunner(cluster.kubeconfig, label_selector=None, log_dir=logs, extra_env=step_env),
         ):
             # The operator runs exactly as in production: `goalkeeper run`, its own process.
             command = [sys.executable, "-m", "goalkeeper.cli", "run", *(["-v"] if verbose else [])]
@@ -120,36 +122,46 @@ def run_dev(settings: OperatorSettings, namespace: str = "default", verbose: boo
 
 
 @contextlib.contextmanager
-def model_for_steps(settings: OperatorSettings, env: dict[str, str], logs: Path) -> Iterator[None]:
+def model_for_steps(
+    settings: OperatorSettings, env: dict[str, str], logs: Path
+) -> Iterator[dict[str, str]]:
     """The configured model, or else the local one, served for this session and kept
-    running between steps so that the prompt prefix they share stays cached."""
+    running between steps so that the prompt prefix they share stays cached. Yields what
+    the steps' environment needs for it."""
     if settings.model:
         where = f" at {settings.modelBaseUrl}" if settings.modelBaseUrl else ""
         print(f"model: {settings.model}{where}", flush=True)
-        yield
+        yield {}
         return
-    from goalkeeper.localmodel.server import ALIAS, free_port, model_file, wait_ready
+    from goalkeeper.localmodel.server import ALIAS, ServeError, free_port, model_file, wait_ready
+    from goalkeeper.localmodel.weights import FetchError
 
-    path = model_file()  # the first time, downloads the default weights and says so
     port = free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     log_path = logs / "local-model.log"
     with log_path.open("w") as log:
-        server = _serve_local_model(port, log)
+        try:
+            path = model_file()  # the first time, downloads the default weights and says so
+            server = _serve_local_model(port, log)
+        except (FetchError, ServeError) as error:
+            raise SystemExit(f"goalkeeper dev: {error}") from None
         try:
             wait_ready(base_url, alive=lambda: server.poll() is None)
-        except Exception:
+        except ServeError as error:
             _terminate(server)
-            raise
+            raise SystemExit(f"goalkeeper dev: {error}; see {log_path}") from None
         env["GOALKEEPER_MODEL"] = f"openai:{ALIAS}"
         env["GOALKEEPER_MODEL_BASE_URL"] = base_url
+        # Several such requests make one step: more than the default deadline allows.
+        env.setdefault("GOALKEEPER_STEP_DEADLINE_SECONDS", str(LOCAL_MODEL_STEP_DEADLINE_SECONDS))
         print(
             f"model: {path.name} (no GOALKEEPER_MODEL set), served at {base_url}; "
             f"its log: {log_path}",
             flush=True,
         )
         try:
-            yield
+            # A step's first request reads the whole prompt: minutes on a small machine.
+            yield {"GOALKEEPER_HTTP_TIMEOUT_SECONDS": str(LOCAL_MODEL_HTTP_TIMEOUT_SECONDS)}
         finally:
             _terminate(server)
 

@@ -128,3 +128,30 @@ def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelSer
     assert code == 0, (tmp_path / "dev.log").read_text()[-5000:]
     # Reaped children can linger in the process table for a moment: wait, with a deadline.
     wait_until(lambda: processes_mentioning(cluster_dir) == [], 30, "every child to be stopped")
+
+
+def test_dev_without_a_model_serves_the_local_one_and_says_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOALKEEPER_")}
+    env["GOALKEEPER_DEV_LOGS"] = str(tmp_path / "dev-logs")
+    env["GOALKEEPER_LOCAL_MODEL"] = str(tmp_path / "missing.gguf")
+    done = subprocess.run(
+        [str(BIN / "goalkeeper"), "dev"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"goalkeeper dev: GOALKEEPER_LOCAL_MODEL={tmp_path}/missing.gguf is not a file." in (
+        done.stderr
+    )
+    kubeconfig = re.search(r"^export KUBECONFIG=(\S+)$", done.stdout, re.M)
+    assert kubeconfig is not None, done.stdout
+    wait_until(
+        lambda: processes_mentioning(str(Path(kubeconfig.group(1)).parent)) == [],
+        30,
+        "the control plane to be stopped",
+    )
