@@ -238,6 +238,12 @@ def at_end(status: dict[str, Any]) -> bool:
     )
 
 
+def progress(status: dict[str, Any]) -> tuple[Any, ...]:
+    """What changes whenever a monitor moves on: a check, a step, a stop."""
+    step = status.get("step") or {}
+    return (status.get("checks"), status.get("stepSeq"), step.get("seq"), status.get("monitor"))
+
+
 def summary(status: dict[str, Any]) -> str:
     conditions = {c.get("type"): c.get("reason") for c in status.get("conditions") or []}
     step = status.get("step") or {}

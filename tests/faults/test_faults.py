@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from goalkeeper.devcluster import PodRunner
 from tests.e2e.harness import (
@@ -30,7 +32,6 @@ from tests.e2e.harness import (
     ROOT,
     VERSION,
     OperatorProcess,
-    wait_until,
     write_token_kubeconfig,
 )
 from tests.faults import fleet
@@ -43,7 +44,11 @@ pytestmark = [pytest.mark.faults, pytest.mark.cluster]
 
 MONITORS = 10
 WINDOW = 150.0  # seconds over which one round's faults are spread
-SETTLE = 150.0  # after the last fault, seconds every monitor has to reach its end
+# After the last fault every monitor must reach its end. A slow machine gets the time it
+# needs: the round fails when no monitor's status moved for STALL seconds (longer than any
+# step may run), or after SETTLE_CAP in all.
+STALL = 180.0
+SETTLE_CAP = 1800.0
 NAMESPACE = "fleet"
 API_FAULTS = Faults(
     error500=0.03,
@@ -110,6 +115,27 @@ def _statuses(api: Any) -> dict[str, dict[str, Any]]:
     return {m["metadata"]["name"]: m.get("status") or {} for m in items}
 
 
+def _settled(api: Any) -> bool:
+    """Whether every monitor reaches its end before the fleet stops moving."""
+    begin = last_move = time.monotonic()
+    seen: dict[str, tuple[Any, ...]] | None = None
+    while time.monotonic() - begin < SETTLE_CAP:
+        try:
+            statuses = _statuses(api)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError):
+            statuses = None  # a read that failed shows no progress either way
+        if statuses is not None:
+            if all(fleet.at_end(s) for s in statuses.values()):
+                return True
+            moves = {name: fleet.progress(s) for name, s in statuses.items()}
+            if moves != seen:
+                seen, last_move = moves, time.monotonic()
+        if time.monotonic() - last_move > STALL:
+            return False
+        time.sleep(1.0)
+    return False
+
+
 def _operator_lines(log_dir: Path, names: set[str], limit: int = 40) -> str:
     """The operator's log lines about the given monitors, and its errors, oldest first."""
     logs = sorted(log_dir.glob("operator-*.log"), key=lambda p: int(re.sub(r"\D", "", p.name)))
@@ -173,13 +199,7 @@ def test_fleet_survives_faults(
                     proxy.faults = API_FAULTS
                     _create_fleet(api, batch)
                     chaos.run(schedule(rng, Budget(), WINDOW))
-                    try:
-                        wait_until(
-                            lambda: all(fleet.at_end(s) for s in _statuses(api).values()),
-                            SETTLE,
-                            "every monitor to reach its end",
-                        )
-                    except AssertionError:
+                    if not _settled(api):
                         break  # the verdict below names what is stuck
                 proxy.faults = Faults()
                 verdict = fleet.judge(api, NAMESPACE, names, model, repair_log, chaos.faulted_steps)
