@@ -48,7 +48,7 @@ QUICK = Plan(
     restart_monitors=50,
 )
 LARGE_IDLE = (50000,)
-PARTS = ("idle", "check", "restart")
+PARTS = ("idle", "check", "restart", "model")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -81,11 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         "restart": lambda b: restart.run(b, plan.restart_monitors),
     }
     chosen = [p for p in PARTS if not args.only or p in args.only]
+    clustered = [p for p in chosen if p in parts]
     folder = Path(tempfile.mkdtemp(prefix="goalkeeper-bench-"))
     began = time.monotonic()
     status = 0
     try:
-        for index, part in enumerate(chosen):
+        for index, part in enumerate(clustered):
             (folder / part).mkdir()
             with Bench(folder / part) as bench:
                 if index == 0:
@@ -93,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
                     print("\n".join(machine_header(bench.server_version())), flush=True)
                 lines = parts[part](bench)
             print("\n" + "\n".join(lines), flush=True)
+        if "model" in chosen:
+            if not clustered:
+                print("# goalkeeper benchmark\n")
+                print("\n".join(machine_header("(not started: no part needs it)")), flush=True)
+            print("\n" + "\n".join(model_cost_part()), flush=True)
     except InvariantError as error:
         print(f"\nINVARIANT VIOLATED in {error.part}; no figure of this part is printed:")
         print("\n".join(f"- {line}" for line in error.violations))
@@ -107,6 +113,23 @@ def main(argv: list[str] | None = None) -> int:
     else:
         shutil.rmtree(folder, ignore_errors=True)
     return status
+
+
+def model_cost_part() -> list[str]:
+    """What one observe check sends to the model (bench/model_cost.py): in-process steps
+    and the scripted model over loopback HTTP, no cluster."""
+    from bench import model_cost
+
+    return [
+        "## 4. Model cost per check",
+        "",
+        "The end-to-end scenario's observe checks, each request counted in full as a provider "
+        "bills it; cacheable is the byte-identical prefix shared with the request before.",
+        "",
+        "```",
+        model_cost.run(),
+        "```",
+    ]
 
 
 if __name__ == "__main__":
