@@ -22,6 +22,7 @@ from goalkeeper.core.engine import (
     StopMonitor,
     TimerDue,
     decide,
+    timer_launched,
 )
 from goalkeeper.core.models import (
     MonitorSpec,
@@ -1044,14 +1045,16 @@ def notices(effects: tuple[object, ...]) -> list[Notify]:
     return [e for e in effects if isinstance(e, Notify)]
 
 
-def test_each_step_start_failure_and_rejection_is_one_event() -> None:
+def test_each_mutation_start_failure_and_rejection_is_one_event() -> None:
     loop = Loop()
-    started = notices(loop.start())
-    assert [(n.what, n.reason, n.warning) for n in started] == [("step-1", "StepStarted", False)]
-    assert "observe step 1 started for check 1" in started[0].message
+    assert notices(loop.start()) == [], "an observation is reported when it ends, not before"
+    started = notices(loop.observe(observation("act")))
+    assert [(n.what, n.reason, n.warning) for n in started] == [("step-2", "StepStarted", False)]
+    assert "act step 2 started for check 1" in started[0].message
+    loop.finish()
     rejected = notices(loop.send(ObservationRejected(loop.seq, "route: Input should be 'wait'")))
     assert next((n.what, n.reason, n.warning) for n in rejected) == (
-        "step-1-rejected",
+        "step-3-rejected",
         "ObservationRejected",
         True,
     )
@@ -1061,7 +1064,7 @@ def test_each_step_start_failure_and_rejection_is_one_event() -> None:
             StepFailed(loop.seq, "Model request limit reached; raise GOALKEEPER_REQUEST_LIMIT")
         )
     )
-    assert failed[0].what == "step-2-failed" and failed[0].warning
+    assert failed[0].what == "step-4-failed" and failed[0].warning
     assert "GOALKEEPER_REQUEST_LIMIT" in failed[0].message
 
 
@@ -1150,3 +1153,40 @@ def test_model_usage_adds_up_and_a_spend_cap_stops_before_the_next_step() -> Non
     stop = stopped_with(later.effects)
     assert stop.reason is StopReason.blocked and "GOALKEEPER_MODEL_SPEND_CAP_USD" in stop.message
     assert not [e for e in later.effects if isinstance(e, LaunchStep)]
+
+
+# --- a timed check's launch needs no status write ------------------------------------------
+
+
+def test_only_a_timer_launch_of_an_observe_step_goes_unrecorded() -> None:
+    loop = Loop(everyMinutes=15)
+    assert not decide(loop.spec, loop.status, Started(generation=1), loop.now).unrecorded
+    loop.start()
+    accepted = decide(
+        loop.spec, loop.status, ObservationAccepted(loop.seq, observation("wait")), loop.now
+    )
+    assert not accepted.unrecorded, "the observation is written"
+    loop.observe(observation("wait"))
+    assert not decide(loop.spec, loop.status, TimerDue(), loop.now).unrecorded, "not due yet"
+    loop.later(15)
+    waiting = loop.status
+    due = decide(loop.spec, waiting, TimerDue(), loop.now)
+    assert due.unrecorded and kinds(due.effects) == ["LaunchStep"]
+    step = launched(due.effects)
+    assert step.at == loop.now and step.seq == waiting.stepSeq + 1
+    # The status that decision stands for is found again from the waiting status alone.
+    assert timer_launched(waiting, step.seq, step.at) == due.status
+    assert timer_launched(waiting, step.seq + 1, step.at) is None, "not the next step"
+    early = waiting.schedule.nextCheckAt - timedelta(seconds=1)  # type: ignore[union-attr]
+    assert timer_launched(waiting, step.seq, early) is None, "launched before it was due"
+    assert timer_launched(due.status, step.seq, step.at) is None, "already in flight"
+
+
+def test_a_timer_that_stops_at_the_limit_is_written() -> None:
+    loop = Loop(everyMinutes=15, maxChecks=2)
+    loop.start()
+    loop.observe(observation("wait"))
+    loop.spec = loop.spec.model_copy(update={"maxChecks": 1})
+    loop.later(15)
+    due = decide(loop.spec, loop.status, TimerDue(), loop.now)
+    assert not due.unrecorded and due.status.monitor.value == "stopped"

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from goalkeeper.controller.api import Api, Conflict, NotFound
+from goalkeeper.controller.manifests import ANNOTATION_LAUNCH, ANNOTATION_LAUNCHED_AT
 
 Body = dict[str, Any]
 Key = tuple[str, str]
@@ -32,6 +33,8 @@ Key = tuple[str, str]
 ACCOUNT_TTL = 300.0
 
 MONITOR, STEP, JOB, POD = "Monitor", "MonitorStep", "Job", "Pod"
+
+STEP_ANNOTATIONS = (ANNOTATION_LAUNCH, ANNOTATION_LAUNCHED_AT)
 
 
 class Entry:
@@ -81,6 +84,11 @@ def slim_step(step: Body, keep_status: bool) -> Body:
         ),
         "spec": {key: spec[key] for key in ("monitor", "kind", "check", "seq") if key in spec},
     }
+    # The launch's own annotations: its token and time (see reconciler._launch).
+    annotations = (step.get("metadata") or {}).get("annotations") or {}
+    launch = {key: annotations[key] for key in STEP_ANNOTATIONS if key in annotations}
+    if launch:
+        slim["metadata"]["annotations"] = launch
     if keep_status:
         slim["status"] = status
     elif "phase" in status:

@@ -27,6 +27,8 @@ ANNOTATION_MONITOR = f"{GROUP}/monitor-name"
 ANNOTATION_REPORT = f"{GROUP}/report"
 # Set by the one launch that created a MonitorStep: its own retried create finds it again.
 ANNOTATION_LAUNCH = f"{GROUP}/launch"
+# When the decision that launched a MonitorStep was made (its step's startedAt).
+ANNOTATION_LAUNCHED_AT = f"{GROUP}/launched-at"
 MAX_NAME = 63  # Job names become pod label values
 STEP_UID = 65532  # the distroless "nonroot" user
 POD_TMP = "/tmp"  # noqa: S108 - inside the step container: its own emptyDir
@@ -56,6 +58,18 @@ def owned_by(obj: Manifest, uid: str) -> bool:
     """True when `uid` is the controller owner of `obj`."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
     return any(ref.get("uid") == uid and ref.get("controller") for ref in refs)
+
+
+def launched_at(step: Manifest) -> datetime | None:
+    """The launch time a MonitorStep carries, or None when it carries none readable."""
+    value = ((step.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_LAUNCHED_AT)
+    if not isinstance(value, str):
+        return None
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else None
 
 
 def event_name(monitor: str, uid: str, what: str) -> str:

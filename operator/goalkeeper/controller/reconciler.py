@@ -15,7 +15,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,6 +37,7 @@ from goalkeeper.core.engine import (
     decide,
     halt,
     reject_spec,
+    timer_launched,
 )
 from goalkeeper.core.models import (
     MonitorSpec,
@@ -53,6 +54,10 @@ POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 # A reconcile goes on while each round changes the status (a launched step may already
 # have finished); this bounds one pass, the next trigger carries on.
 MAX_ROUNDS = 8
+# A timer's step found without its Job this soon after its launch is taken for a launch
+# whose Job create has yet to succeed (a retry, a restart) and gets its Job; later, the
+# Job was deleted, and the step counts as failed.
+JOB_GRACE = timedelta(minutes=2)
 
 Body = dict[str, Any]
 Key = tuple[str, str]
@@ -132,13 +137,15 @@ class Reconciler:
             status = read_status(monitor)
             if status is None:
                 return None
-            decision, facts = await self._round(monitor, status, fresh)
+            decision, facts, status = await self._round(monitor, status, fresh)
             # Getting this far means the API answers again: an earlier refusal is over.
             target = api_recovered(decision.status if decision is not None else status)
             if target == status:
                 self.settled[key] = monitor["metadata"]["resourceVersion"]
                 metrics.set_monitor(namespace, name, status)
                 return status
+            if decision is not None and decision.unrecorded and target == decision.status:
+                continue  # the next round finds the launched step under its name
             try:
                 monitor = await self.api.patch_monitor_status(
                     namespace,
@@ -216,22 +223,48 @@ class Reconciler:
 
     async def _round(
         self, monitor: Body, status: MonitorStatus, fresh: bool = False
-    ) -> tuple[Decision | None, StepFacts | None]:
+    ) -> tuple[Decision | None, StepFacts | None, MonitorStatus]:
+        """One decision, with the facts it was made from and the status it was made on:
+        the written status, or that status with the step its timer launched unrecorded."""
         now = self.clock()
         try:
             spec = MonitorSpec.model_validate(monitor.get("spec") or {})
         except ValidationError as error:
             rejected = reject_spec(status, describe_errors(error), now)
-            return await self._carry_out(monitor, None, rejected), None
+            return await self._carry_out(monitor, None, rejected), None, status
+        status = await self._timer_step(monitor, status)
         facts = await self._step_facts(monitor, status, fresh) if status.step is not None else None
         meta = monitor["metadata"]
         event = next_event(status, meta.get("generation"), facts, now)
         if event is None:
             log.debug("%s/%s: nothing to do", meta["namespace"], meta["name"])
-            return None, facts
+            return None, facts, status
         decision = self._decide(spec, status, event, now)
         log.debug("%s/%s: %s -> %s", meta["namespace"], meta["name"], event, decision.effects)
-        return await self._carry_out(monitor, spec, decision), facts
+        return await self._carry_out(monitor, spec, decision), facts, status
+
+    async def _timer_step(self, monitor: Body, status: MonitorStatus) -> MonitorStatus:
+        """`status` with the observe step its timer launched in flight, when that step is
+        found under its name; the status write that accepts its result records it."""
+        if status.step is not None or status.schedule is None:
+            return status
+        meta = monitor["metadata"]
+        namespace, seq = meta["namespace"], status.stepSeq + 1
+        name = manifests.step_name(meta["name"], meta["uid"], seq, StepKind.observe)
+        history = await self.api.step_history(namespace, meta["name"], meta["uid"])
+        if history.get(seq) != name:
+            return status
+        step = await self._get(self.api.get_step, namespace, name)
+        at = manifests.launched_at(step) if step is not None else None
+        if step is None or at is None or not manifests.owned_by(step, meta["uid"]):
+            return status
+        if (
+            (step.get("status") or {}).get("phase") not in TERMINAL_PHASES
+            and self.clock() - at < JOB_GRACE
+            and await self._get(self.api.get_job, namespace, name) is None
+        ):
+            return status  # its launch has yet to make the Job: the timer launches it again
+        return timer_launched(status, seq, at) or status
 
     def _decide(
         self, spec: MonitorSpec, status: MonitorStatus, event: Event, now: datetime
@@ -403,7 +436,9 @@ class Reconciler:
         namespace = meta["namespace"]
         step = manifests.monitor_step(monitor, launch)
         token = uuid.uuid4().hex
-        step["metadata"].setdefault("annotations", {})[manifests.ANNOTATION_LAUNCH] = token
+        annotations = step["metadata"].setdefault("annotations", {})
+        annotations[manifests.ANNOTATION_LAUNCH] = token
+        annotations[manifests.ANNOTATION_LAUNCHED_AT] = launch.at.isoformat()
         await self._clear_seq(monitor, launch.seq, step["metadata"]["name"])
         try:
             created = await self.api.create_step(namespace, step)

@@ -116,6 +116,9 @@ class LaunchStep:
     seq: int
     kind: StepKind
     input: StepInput
+    # When the decision launched it: the step's startedAt, kept on the MonitorStep so a
+    # timer's step, launched without a status write, is found again as it was launched.
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,10 @@ Effect = LaunchStep | PublishSchedule | EmitReport | StopMonitor | Notify
 class Decision:
     status: MonitorStatus
     effects: tuple[Effect, ...]
+    # True when the status changed only by the timer launching an observe step: the
+    # step is found again under its deterministic name (`timer_launched`), so the
+    # launch needs no status write and a timed check costs one write, when it is accepted.
+    unrecorded: bool = False
 
 
 def safety_limit_message(max_checks: int) -> str:
@@ -215,6 +222,26 @@ def decide(
         case Cancelled():
             turn.cancel()
     return turn.decision()
+
+
+def timer_launched(status: MonitorStatus, seq: int, at: datetime) -> MonitorStatus | None:
+    """The status with observe step `seq` in flight, launched by the timer at `at` without
+    a status write (see `Decision.unrecorded`): the same status that decision had. None
+    when `seq` is not the step the timer launches next from `status`.
+    """
+    schedule = status.schedule
+    if (
+        status.monitor is MonitorState.stopped
+        or status.step is not None
+        or schedule is None
+        or status.checks == 0
+        or seq != status.stepSeq + 1
+        or at < schedule.nextCheckAt
+    ):
+        return None
+    turn = _Turn(None, status.model_copy(deep=True), at, MINUTE)
+    turn.record_launch(StepKind.observe, status.checks + 1, None)
+    return turn.decision().status
 
 
 def reject_spec(status: MonitorStatus, message: str, now: datetime) -> Decision:
@@ -311,6 +338,7 @@ class _Turn:
         self.minute = minute
         self.effects: list[Effect] = []
         self.quiet = False
+        self.unrecorded = False
         self.spend_cap: float | None = None
 
     @property
@@ -322,7 +350,7 @@ class _Turn:
         if not self.quiet:
             self.status.conditions = _conditions(self.status, self.now)
         self.status.activity = _activity(self.status)
-        return Decision(fit_status(self.status), tuple(self.effects))
+        return Decision(fit_status(self.status), tuple(self.effects), self.unrecorded)
 
     def count_usage(self, usage: StepUsage) -> None:
         total = self.status.modelUsage
@@ -539,6 +567,8 @@ class _Turn:
         schedule = self.status.schedule
         if self.status.step is None and schedule is not None and self.now >= schedule.nextCheckAt:
             self.launch_observe()
+            # Nothing but the launch (no stop at a limit or a cap): no write is needed.
+            self.unrecorded = [type(effect) for effect in self.effects] == [LaunchStep]
 
     def cancel(self) -> None:
         # The resource is gone: record why, and emit nothing more.
@@ -600,16 +630,7 @@ class _Turn:
                 "runs.",
             )
             return
-        st.stepSeq += 1
-        st.schedule = None  # no check is pending while a step runs
-        st.step = StepInFlight(
-            seq=st.stepSeq,
-            kind=kind,
-            check=check,
-            startedAt=self.now,
-            generation=st.observedGeneration,
-            action=action,
-        )
+        self.record_launch(kind, check, action)
         # After a spec edit the next observation extracts the authority afresh: it is not
         # handed the previous generation's record to restate.
         current = self.authority_is_current()
@@ -625,14 +646,28 @@ class _Turn:
             authorizedActions=st.authorizedActions if current else [],
             action=action,
         )
-        self.effects.append(LaunchStep(seq=st.stepSeq, kind=kind, input=step_input))
-        what = {StepKind.observe: "observe", StepKind.act: "act", StepKind.repair: "repair"}[kind]
+        self.effects.append(LaunchStep(st.stepSeq, kind, step_input, self.now))
+        if kind is StepKind.observe:
+            return  # reading changes nothing; each observation is reported when it ends
         self.effects.append(
             Notify(
                 f"step-{st.stepSeq}",
                 "StepStarted",
-                f"{what} step {st.stepSeq} started for check {check} of {self.spec.maxChecks}.",
+                f"{kind} step {st.stepSeq} started for check {check} of {self.spec.maxChecks}.",
             )
+        )
+
+    def record_launch(self, kind: StepKind, check: int, action: ActionRequest | None) -> None:
+        st = self.status
+        st.stepSeq += 1
+        st.schedule = None  # no check is pending while a step runs
+        st.step = StepInFlight(
+            seq=st.stepSeq,
+            kind=kind,
+            check=check,
+            startedAt=self.now,
+            generation=st.observedGeneration,
+            action=action,
         )
 
     def close_action(

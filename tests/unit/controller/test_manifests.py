@@ -18,7 +18,7 @@ MONITOR = {
 
 def launch(kind: StepKind = StepKind.observe, seq: int = 3) -> LaunchStep:
     step_input = StepInput(kind=kind, check=2, maxChecks=10, task="Finish.", stopWhen="Done.")
-    return LaunchStep(seq=seq, kind=kind, input=step_input)
+    return LaunchStep(seq=seq, kind=kind, input=step_input, at=datetime(2026, 1, 1, tzinfo=UTC))
 
 
 def created_step(kind: StepKind = StepKind.observe) -> dict:
@@ -148,3 +148,16 @@ def test_a_report_event_is_one_line_and_carries_the_full_report() -> None:
     )
     assert "\n" not in event["message"]
     assert event["metadata"]["annotations"][manifests.ANNOTATION_REPORT] == full
+
+
+def test_a_launch_time_is_read_only_when_it_is_a_time_with_its_zone() -> None:
+    at = datetime(2026, 1, 1, 9, 30, 1, 250000, tzinfo=UTC)
+
+    def step(value: object) -> dict:
+        return {"metadata": {"annotations": {manifests.ANNOTATION_LAUNCHED_AT: value}}}
+
+    assert manifests.launched_at(step(at.isoformat())) == at
+    assert manifests.launched_at(step("2026-01-01T09:30:01")) is None, "no zone: no time"
+    assert manifests.launched_at(step("soon")) is None
+    assert manifests.launched_at(step(5)) is None
+    assert manifests.launched_at({"metadata": {}}) is None

@@ -17,7 +17,7 @@ from tests.support.observations import action, observation_dict
 
 from goalkeeper.controller import manifests
 from goalkeeper.controller.api import Conflict, Transient
-from goalkeeper.controller.reconciler import Reconciler
+from goalkeeper.controller.reconciler import JOB_GRACE, Reconciler
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core.engine import LaunchStep
 from goalkeeper.core.models import StepInput, StepKind
@@ -73,7 +73,9 @@ def status(api: FakeApi) -> dict[str, Any]:
 
 
 def step_in_flight(api: FakeApi) -> dict[str, Any]:
-    step = status(api)["step"]
+    """The step status records, or else the one its timer launched without a write."""
+    st = status(api)
+    step = st.get("step") or {"seq": st["stepSeq"] + 1, "kind": "observe"}
     monitor = api.get("Monitor", NS, "build")
     assert monitor is not None
     name = manifests.step_name(
@@ -144,8 +146,7 @@ async def test_a_failed_status_write_after_the_report_doubles_nothing(
     st = status(api)
     assert st["checks"] == 1 and st["reportedCheck"] == 1 and st["schedule"]
     assert len(reports(api)) == 1
-    started = [e["reason"] for e in api.all("Event") if e["reason"] == "StepStarted"]
-    assert len(started) == 1, "one StepStarted Event for the one step, none doubled"
+    assert api.count("create_step") == 1, "the one step, none doubled"
 
 
 async def test_a_conflict_decides_again_from_what_is_there(
@@ -261,7 +262,7 @@ async def test_an_act_step_made_by_an_earlier_launch_is_not_started_again(
 
 
 async def test_an_unrecorded_observe_step_gives_way_to_the_step_status_records(
-    api: FakeApi, reconciler: Reconciler
+    api: FakeApi, reconciler: Reconciler, clock: Clock
 ) -> None:
     """An earlier pass launched observe step 2 and lost its status write; this pass,
     deciding from a result it now accepts, records act step 2: the observe step goes."""
@@ -275,6 +276,7 @@ async def test_an_unrecorded_observe_step_gives_way_to_the_step_status_records(
             seq=2,
             kind=StepKind.observe,
             input=StepInput.model_validate(step_in_flight(api)["spec"]["input"]),
+            at=clock.now,
         ),
     )
     api.put("MonitorStep", {**orphan, "metadata": {**orphan["metadata"], "namespace": NS}})
@@ -310,10 +312,72 @@ async def test_a_due_timer_is_found_from_status_alone(
     assert status(api)["schedule"]["everyMinutes"] == 5
     clock.now += timedelta(seconds=4)  # timeScale 1: five minutes are five seconds
     await reconciler.reconcile(NS, "build")
-    assert "step" not in status(api) or status(api).get("step") is None
+    assert api.count("create_step") == 1
     clock.now += timedelta(seconds=2)
+    writes = api.count("patch_monitor_status")
+    in_flight = await reconciler.reconcile(NS, "build")
+    assert in_flight is not None and in_flight.step is not None and in_flight.step.check == 2
+    step = step_in_flight(api)
+    assert step["spec"]["check"] == 2 and api.count("create_step") == 2
+    assert api.count("patch_monitor_status") == writes, "the launch needs no status write"
+
+
+async def waiting_then_due(api: FakeApi, reconciler: Reconciler, clock: Clock) -> None:
+    """Check 1 accepted with `wait`; the clock is past its timer."""
     await reconciler.reconcile(NS, "build")
-    assert status(api)["step"]["check"] == 2
+    finish(api, observation_dict("wait"))
+    await reconciler.reconcile(NS, "build")
+    clock.now += timedelta(seconds=6)  # timeScale 1: five minutes are five seconds
+
+
+async def test_a_timer_step_is_found_again_by_a_restarted_operator(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    await waiting_then_due(api, reconciler, clock)
+    launched = await reconciler.reconcile(NS, "build")
+    writes = api.count("patch_monitor_status")
+    restarted = Reconciler(api, reconciler.settings, clock=clock)
+    clock.now += timedelta(seconds=1)
+    resumed = await restarted.reconcile(NS, "build")
+    assert resumed == launched, "the restart finds the same step in flight"
+    assert api.count("create_step") == 2 and api.count("patch_monitor_status") == writes
+    finish(api, observation_dict("wait"))
+    await restarted.reconcile(NS, "build")
+    st = status(api)
+    assert st["checks"] == 2 and st["stepSeq"] == 2 and st.get("step") is None
+    assert api.count("patch_monitor_status") == writes + 1, "one write accepts the check"
+    assert len(reports(api)) == 2
+
+
+async def test_a_timer_step_whose_job_was_never_made_gets_its_job(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    await waiting_then_due(api, reconciler, clock)
+    api.fail("create_job", Transient("reset", None))
+    with pytest.raises(Transient):
+        await reconciler.reconcile(NS, "build")
+    step = step_in_flight(api)
+    assert api.get("Job", NS, step["metadata"]["name"]) is None
+    await reconciler.reconcile(NS, "build")
+    assert api.get("Job", NS, step["metadata"]["name"]) is not None
+    assert len(api.all("MonitorStep")) == 2, "the same step, given its Job"
+    finish(api, observation_dict("wait"))
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["checks"] == 2 and status(api)["stepFailureStreak"] == 0
+
+
+async def test_a_timer_step_whose_job_vanished_counts_as_failed_once(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    await waiting_then_due(api, reconciler, clock)
+    await reconciler.reconcile(NS, "build")
+    step = step_in_flight(api)
+    api.objects.pop(("Job", NS, step["metadata"]["name"]))
+    clock.now += JOB_GRACE
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    # Recorded at last, as failed: the retry is the next step, not this one again.
+    assert st["stepFailureStreak"] == 1 and st["step"]["seq"] == 3, st
 
 
 async def test_a_refusal_no_retry_can_fix_shows_on_the_monitor_until_it_is_over(
