@@ -96,6 +96,8 @@ class WorkQueue:
         self._workers: dict[Key, asyncio.Task[None]] = {}
         self._timers: dict[Key, tuple[datetime, asyncio.TimerHandle]] = {}
         self.seen: dict[Key, Seen] = {}
+        # What each monitor waited on at the last resync pass (see due_for_resync).
+        self._pending: dict[Key, object] = {}
 
     # --- triggers ---
 
@@ -207,15 +209,24 @@ class WorkQueue:
     # --- the resync ---
 
     def due_for_resync(self) -> list[Key]:
-        """Monitors a lost event may have left behind: a step in flight, or a due timer."""
+        """Monitors a lost event may have left behind: the same step in flight, or the
+        same timer due, as at the previous pass. A step that started or a timer that came
+        due since then has an event still to come, and costs the resync no read."""
         now = self._clock()
-        due = [
-            key
-            for key, seen in self.seen.items()
-            if seen.active
-            and (seen.in_flight or (seen.next_check is not None and seen.next_check <= now))
-            and key not in self._workers
-        ]
+        previous, self._pending = self._pending, {}
+        due = []
+        for key, seen in self.seen.items():
+            if not seen.active or key in self._workers:
+                continue
+            if seen.in_flight:
+                waits_on: object = ("step", seen.step_seq)
+            elif seen.next_check is not None and seen.next_check <= now:
+                waits_on = ("timer", seen.next_check)
+            else:
+                continue
+            self._pending[key] = waits_on
+            if previous.get(key) == waits_on:
+                due.append(key)
         return due[:RESYNC_BATCH]
 
     async def resync_forever(self) -> None:

@@ -128,7 +128,23 @@ async def test_resync_picks_only_monitors_that_need_work() -> None:
         ("busy", in_flight),
     ]:
         queue._remember(("ns", name), status)
+    # A step that started or a timer that came due since the last pass has its event
+    # still to come: the first pass reads nothing.
+    assert queue.due_for_resync() == []
+    clock["now"] += timedelta(seconds=60)
     assert sorted(queue.due_for_resync()) == [("ns", "busy"), ("ns", "due")]
+    # A step that moved on between two passes is not read either.
+    queue._remember(("ns", "busy"), in_flight.model_copy(update={"step": None, "stepSeq": 2}))
+    queue._remember(
+        ("ns", "busy"),
+        in_flight.model_copy(
+            update={
+                "stepSeq": 2,
+                "step": StepInFlight(seq=2, kind=StepKind.observe, check=2, startedAt=T0),
+            }
+        ),
+    )
+    assert queue.due_for_resync() == [("ns", "due")]
     await queue.close()
 
 
