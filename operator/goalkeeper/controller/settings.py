@@ -67,8 +67,10 @@ class OperatorSettings(Model):
     resyncSeconds: Annotated[float, Field(ge=1, le=3600)] = Field(
         default=60.0,
         description=(
-            "GOALKEEPER_RESYNC_SECONDS: how often every monitor with a step in flight or a "
-            "due timer is reconciled again, so a lost event heals itself."
+            "GOALKEEPER_RESYNC_SECONDS: how often the operator looks for monitors a lost "
+            "event left behind; one that waits on the same step or due timer as at the "
+            "previous look is reconciled from the API server, so a lost event heals within "
+            "two periods."
         ),
     )
     healthPort: Annotated[int, Field(ge=0, le=65535)] = Field(
