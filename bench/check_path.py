@@ -304,7 +304,14 @@ def run(bench: Bench, monitors: int, checks: int, time_scale: float) -> list[str
         *table(
             ["verb", "resource", "per check", "floor"],
             [
-                [verb, resource, f"{n:.2f}", WRITE_FLOORS.get((verb, resource), 0)]
+                [
+                    verb,
+                    resource,
+                    f"{n:.2f}",
+                    f"{prune_floor:.2f}"
+                    if (verb, resource) == ("deletecollection", "monitorsteps")
+                    else WRITE_FLOORS.get((verb, resource), 0),
+                ]
                 for (verb, resource), n in sorted(per_check.items())
                 if verb != "watch"
             ],
