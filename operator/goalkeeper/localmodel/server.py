@@ -4,7 +4,8 @@ goalkeeper's steps (see docs/local-model.md).
 
 One request at a time (one slot) keeps the whole context for one step and the prompt
 prefix of the last request cached: the next step's identical system prompt and tools are
-not read again.
+not read again. The steps reach it through the tool-call proxy (toolcalls.py), under
+which every tool call the model makes parses.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from goalkeeper.localmodel.toolcalls import ToolCallProxy
 from goalkeeper.localmodel.weights import DEFAULT, Weights, cached, fetch
 
 HOST = "127.0.0.1"
@@ -86,8 +88,9 @@ def _cpus() -> int:
 
 
 class LocalServer:
-    """The server, in this process; `base_url` is what steps use as
-    GOALKEEPER_MODEL_BASE_URL, with GOALKEEPER_MODEL=openai:local."""
+    """The server, in this process, behind its tool-call proxy; `base_url` (the proxy's,
+    on `options.port`) is what steps use as GOALKEEPER_MODEL_BASE_URL, with
+    GOALKEEPER_MODEL=openai:local."""
 
     def __init__(self, path: Path, options: ServeOptions) -> None:
         try:
@@ -96,13 +99,13 @@ class LocalServer:
             raise ServeError(
                 "The local model runtime is not installed: pip install 'goalkeeper[local]'."
             ) from None
-        self.port = options.port or free_port()
+        upstream = free_port()
         threads = options.threads or _cpus()
         params: Any = xllamacpp.CommonParams()
         params.model.path = str(path)
         params.model_alias = ALIAS
         params.hostnames = [HOST]
-        params.port = self.port
+        params.port = upstream
         params.n_ctx = options.context
         params.n_parallel = 1
         params.cpuparams.n_threads = threads
@@ -114,7 +117,9 @@ class LocalServer:
         params.offline = True
         params.warmup = False
         self._server = xllamacpp.Server(params)  # loads the weights, then listens
-        self.base_url = f"http://{HOST}:{self.port}/v1"
+        self.proxy = ToolCallProxy(f"http://{HOST}:{upstream}/v1", options.port).start()
+        self.port = self.proxy.port
+        self.base_url = self.proxy.base_url
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
         wait_ready(self.base_url, timeout)
