@@ -34,6 +34,7 @@ from goalkeeper.step import prompts
 from goalkeeper.step.errors import ERROR_MAX, RunFacts, explain, limit_hit
 from goalkeeper.step.model import StepModel
 from goalkeeper.step.repeats import RepeatGuard
+from goalkeeper.step.routed import RoutedOutput
 from goalkeeper.step.steplog import RunLog, StepLog
 from goalkeeper.step.tools import StepTools, act_toolset, observe_toolset
 
@@ -148,6 +149,7 @@ async def _run(
     limits: RunLimits,
     model_settings: ModelSettings | None,
     log: StepLog | None,
+    routed_output: bool = False,
 ) -> StepOutcome:
     run_log = RunLog(log or StepLog())
     if isinstance(model, StepModel):
@@ -160,7 +162,7 @@ async def _run(
         retries={"tools": 2, "output": limits.output_retries},
         model_settings=model_settings,
         defer_model_check=True,
-        capabilities=[run_log, RepeatGuard()],
+        capabilities=[run_log, RepeatGuard(), *([RoutedOutput()] if routed_output else [])],
     )
     usage = RunUsage()
     try:
@@ -189,8 +191,10 @@ async def run_observe(
     model_settings: ModelSettings | None = None,
     clock: Callable[[], datetime] | None = None,
     log: StepLog | None = None,
+    routed_output: bool = False,
 ) -> StepOutcome:
-    """One read-only observation; the result validates as an `Observation`."""
+    """One read-only observation; the result validates as an `Observation`. With
+    `routed_output` the model is given the route-keyed schema (step/routed.py)."""
     user = prompts.observe_user_prompt(
         step_input,
         fence_id=tools.config.fence_id,
@@ -206,6 +210,7 @@ async def run_observe(
         limits=limits or RunLimits(),
         model_settings=model_settings,
         log=log,
+        routed_output=routed_output,
     )
 
 

@@ -191,6 +191,7 @@ def run_step(
         client = http_client(settings)
         model = build_model(settings, client=client)
         runner: Callable[..., Any] = run_observe if kind is StepKind.observe else run_act
+        routed = {"routed_output": settings.routed_output} if kind is StepKind.observe else {}
         try:
             outcome: StepOutcome = await runner(
                 step_input,
@@ -199,6 +200,7 @@ def run_step(
                 limits=limits,
                 model_settings=model_settings(settings),
                 log=log,
+                **routed,
             )
             return outcome
         finally:

@@ -53,6 +53,7 @@ EXPECTED: dict[str, str] = {
     "GOALKEEPER_PROVIDER_RETRIES": "an integer from 0 to 10",
     "GOALKEEPER_RETRY_BACKOFF_SECONDS": "a number of seconds from 0 to 60",
     "GOALKEEPER_OUTPUT_RETRIES": "an integer from 0 to 10",
+    "GOALKEEPER_ROUTED_OUTPUT": "true or false",
     "GOALKEEPER_COST_LIMIT_USD": "a non-negative decimal number of US dollars",
     "GOALKEEPER_PRICE_INPUT_PER_MTOK": "a non-negative decimal number of US dollars per "
     "million input tokens",
@@ -116,6 +117,9 @@ class StepSettings(BaseModel):
         default=1.0, ge=0, le=60, alias="GOALKEEPER_RETRY_BACKOFF_SECONDS"
     )
     output_retries: int = Field(default=3, ge=0, le=10, alias="GOALKEEPER_OUTPUT_RETRIES")
+    # The observation's schema keyed on its route (step/routed.py): for a model whose
+    # output a grammar binds; hosted providers refuse it.
+    routed_output: bool = Field(default=False, alias="GOALKEEPER_ROUTED_OUTPUT")
     cost_limit_usd: Price | None = Field(default=None, alias="GOALKEEPER_COST_LIMIT_USD")
     price_input_per_mtok: Price | None = Field(
         default=None, alias="GOALKEEPER_PRICE_INPUT_PER_MTOK"
