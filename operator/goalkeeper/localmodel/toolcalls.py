@@ -123,16 +123,18 @@ def _text(content: Any) -> str:
 def _messages(messages: list[Any], functions: list[Json]) -> list[Json]:
     """The conversation as plain text turns, the tools described in the system message."""
     out: list[Json] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise ToolCallError("every message must be an object")
         role = message.get("role")
         if role == "tool":
             result = f"<tool_response>\n{_text(message.get('content'))}\n</tool_response>"
-            if out and out[-1]["role"] == "user" and out[-1].get("_tool"):
+            # The results of one turn's calls share one user turn, as the template has it.
+            after_tool = index > 0 and isinstance(messages[index - 1], dict)
+            if after_tool and messages[index - 1].get("role") == "tool":
                 out[-1]["content"] += "\n" + result
             else:
-                out.append({"role": "user", "content": result, "_tool": True})
+                out.append({"role": "user", "content": result})
         elif role == "assistant" and message.get("tool_calls"):
             calls = []
             for call in message["tool_calls"]:
@@ -152,8 +154,6 @@ def _messages(messages: list[Any], functions: list[Json]) -> list[Json]:
             out.append({"role": "system", "content": _text(message.get("content"))})
         else:
             out.append({"role": str(role), "content": _text(message.get("content"))})
-    for message in out:
-        message.pop("_tool", None)
     if functions:
         described = tools_text(functions)
         if out and out[0]["role"] == "system":
@@ -163,11 +163,16 @@ def _messages(messages: list[Any], functions: list[Json]) -> list[Json]:
     return out
 
 
+def wants_tools(body: Mapping[str, Any]) -> bool:
+    """Whether the answer to `body` is to be a tool call."""
+    return bool(_functions(body)) and body.get("tool_choice") != "none"
+
+
 def upstream_request(body: Mapping[str, Any]) -> Json:
-    """The request the server gets for `body`: unchanged without tools."""
-    functions = _functions(body)
-    if not functions or body.get("tool_choice") == "none":
+    """The request the server gets for `body`: unchanged unless it wants a tool call."""
+    if not wants_tools(body):
         return dict(body)
+    functions = _functions(body)
     if body.get("stream"):
         raise ToolCallError("streaming is not supported with tools")
     choice = body.get("tool_choice")
@@ -247,7 +252,9 @@ class ToolCallProxy:
                 proxy._forward(self, self.rfile.read(length))
 
             def _reply(self, status: int, body: Json) -> None:
-                data = json.dumps(body).encode()
+                self._send(status, json.dumps(body).encode())
+
+            def _send(self, status: int, data: bytes) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -284,7 +291,7 @@ class ToolCallProxy:
         if data is not None and handler.path.split("?")[0] == CHAT_PATH:
             try:
                 body = json.loads(data)
-                tools = bool(_functions(body)) and body.get("tool_choice") != "none"
+                tools = wants_tools(body)
                 data = json.dumps(upstream_request(body)).encode()
             except (ValueError, ToolCallError) as error:
                 handler._reply(400, {"error": {"message": f"bad request: {error}"}})
@@ -306,8 +313,4 @@ class ToolCallProxy:
         if status == 200 and tools:
             with contextlib.suppress(ValueError):  # not JSON: passed on as it came
                 raw = json.dumps(client_response(json.loads(raw), tools=True)).encode()
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(raw)))
-        handler.end_headers()
-        handler.wfile.write(raw)
+        handler._send(status, raw)

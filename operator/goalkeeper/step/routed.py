@@ -26,13 +26,13 @@ OPEN_GOALS = [GoalState.incomplete.value, GoalState.unknown.value]
 OTHER_STOPS = [r.value for r in ObservedStopReason if r is not ObservedStopReason.goalComplete]
 
 
-def _variant(base: Json, drop: tuple[str, ...], require: tuple[str, ...], **fixed: Any) -> Json:
-    """`base` with fields dropped, required, or bound to the given schemas; every other
-    field refers to its one definition (`_shared`), so the variants stay short to read."""
+def _variant(base: Json, drop: tuple[str, ...], **fixed: Any) -> Json:
+    """`base` with fields dropped, or bound (and required) to the given schemas; every
+    other field refers to its one definition under `SHARED`, so the variants stay short."""
     properties = {k: {"$ref": f"#/$defs/{SHARED}{k}"} for k in base["properties"] if k not in drop}
     properties.update(fixed)
     required = [k for k in base.get("required", []) if k not in drop]
-    required += [k for k in (*require, *fixed) if k not in required]
+    required += [k for k in fixed if k not in required]
     return {**base, "properties": properties, "required": required}
 
 
@@ -64,7 +64,6 @@ def routed_schema(flat: Json) -> Json:
         _variant(
             base,
             ("action", "stopReason"),
-            (),
             route={"const": "wait"},
             goal={"enum": OPEN_GOALS},
             work={"enum": [WorkState.running.value, WorkState.waiting.value]},
@@ -73,7 +72,6 @@ def routed_schema(flat: Json) -> Json:
         _variant(
             base,
             ("stopReason",),
-            (),
             route={"const": "act"},
             goal={"enum": OPEN_GOALS},
             work={"const": WorkState.idle.value},
@@ -82,7 +80,6 @@ def routed_schema(flat: Json) -> Json:
         _variant(
             base,
             ("stopReason",),
-            (),
             route={"const": "act"},
             goal={"enum": OPEN_GOALS},
             action=other,
@@ -90,7 +87,6 @@ def routed_schema(flat: Json) -> Json:
         _variant(
             base,
             ("action",),
-            (),
             route={"const": "stop"},
             goal={"const": GoalState.complete.value},
             stopReason={"const": ObservedStopReason.goalComplete.value},
@@ -98,7 +94,6 @@ def routed_schema(flat: Json) -> Json:
         _variant(
             base,
             ("action",),
-            (),
             route={"const": "stop"},
             stopReason={"enum": OTHER_STOPS},
         ),

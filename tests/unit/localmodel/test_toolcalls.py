@@ -224,3 +224,26 @@ def test_other_paths_pass_through(upstream: ModelServer) -> None:
     assert refused.value.code == 404, "the upstream's own answer"
     assert upstream.requests[-1].path == "/v1/completions"
     assert upstream.requests[-1].body == {"prompt": "hi"}
+
+
+def test_the_results_of_one_turn_share_one_user_turn() -> None:
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "get", "arguments": "{}"}}
+        for i in (1, 2)
+    ]
+    body = {
+        "messages": [
+            {"role": "user", "content": "Check 1."},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "c1", "content": "one"},
+            {"role": "tool", "tool_call_id": "c2", "content": "two"},
+            {"role": "user", "content": "Go on."},
+        ],
+        "tools": [tool("get")],
+    }
+    messages = upstream_request(body)["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "user"]
+    assert messages[3]["content"] == (
+        "<tool_response>\none\n</tool_response>\n<tool_response>\ntwo\n</tool_response>"
+    )
+    assert messages[4] == {"role": "user", "content": "Go on."}
