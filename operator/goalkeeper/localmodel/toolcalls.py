@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from goalkeeper.localmodel.signatures import describe_tools
+
 log = logging.getLogger("goalkeeper.localmodel")
 
 HOST = "127.0.0.1"
@@ -32,14 +34,15 @@ BODY_MAX = 16 * 1024 * 1024
 
 Json = dict[str, Any]
 
-# As Qwen2.5's chat template introduces tools (the format the model was trained on).
+# As Qwen2.5's chat template introduces tools (the format the model was trained on), with
+# each tool written as a signature instead of its JSON schema (signatures.py).
 TOOLS_INTRO = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
 )
 TOOLS_OUTRO = (
     "\n</tools>\n\nFor each function call, return a json object with function name and "
-    'arguments: {"name": <function-name>, "arguments": <args-json-object>}'
+    'arguments, on one line: {"name": <function-name>, "arguments": <args-json-object>}'
 )
 
 
@@ -103,10 +106,7 @@ def call_schema(functions: list[Json]) -> Json:
 
 
 def tools_text(functions: list[Json]) -> str:
-    lines = [TOOLS_INTRO]
-    for function in functions:
-        lines.append(json.dumps({"type": "function", "function": function}, ensure_ascii=False))
-    return "\n".join(lines) + TOOLS_OUTRO
+    return TOOLS_INTRO + describe_tools(functions) + TOOLS_OUTRO
 
 
 def _text(content: Any) -> str:
@@ -168,6 +168,18 @@ def wants_tools(body: Mapping[str, Any]) -> bool:
     return bool(_functions(body)) and body.get("tool_choice") != "none"
 
 
+def _allowed(functions: list[Json], choice: Any) -> list[Json]:
+    """The tools `tool_choice` lets this turn call: one named function, or the named
+    `allowed_tools`; all of them otherwise (or when it names none of them)."""
+    names: list[Any] = []
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        listed = (choice.get("allowed_tools") or {}).get("tools") or []
+        names = [(t.get("function") or {}).get("name") for t in listed if isinstance(t, dict)]
+    elif isinstance(choice, dict):
+        names = [(choice.get("function") or {}).get("name")]
+    return [f for f in functions if f["name"] in names] or functions
+
+
 def upstream_request(body: Mapping[str, Any]) -> Json:
     """The request the server gets for `body`: unchanged unless it wants a tool call."""
     if not wants_tools(body):
@@ -175,19 +187,17 @@ def upstream_request(body: Mapping[str, Any]) -> Json:
     functions = _functions(body)
     if body.get("stream"):
         raise ToolCallError("streaming is not supported with tools")
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict):
-        named = (choice.get("function") or {}).get("name")
-        functions = [f for f in functions if f["name"] == named] or functions
+    allowed = _allowed(functions, body.get("tool_choice"))
     upstream = {
         key: value
         for key, value in body.items()
         if key not in ("tools", "tool_choice", "parallel_tool_calls", "response_format")
     }
+    # Every tool is described, so the prompt stays the same whichever a turn may call.
     upstream["messages"] = _messages(list(body.get("messages") or []), functions)
     upstream["response_format"] = {
         "type": "json_schema",
-        "json_schema": {"name": "tool_call", "schema": call_schema(functions), "strict": True},
+        "json_schema": {"name": "tool_call", "schema": call_schema(allowed), "strict": True},
     }
     return upstream
 

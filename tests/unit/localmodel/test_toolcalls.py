@@ -89,7 +89,7 @@ def test_a_request_with_tools_goes_as_text_turns_under_the_schema() -> None:
     )
     system, user, assistant, result = upstream["messages"]
     assert system["content"].startswith("Observe.\n\n" + TOOLS_INTRO)
-    assert '"name": "final_result"' in system["content"]
+    assert "final_result(track): The final_result tool." in system["content"]
     assert user == {"role": "user", "content": "Check 1."}
     assert assistant["content"] == (
         '<tool_call>\n{"name": "get", "arguments": {"name": "build"}}\n</tool_call>'
@@ -109,14 +109,42 @@ def test_a_request_without_tools_or_that_wants_none_goes_unchanged() -> None:
     assert upstream_request(none) == none
 
 
-def test_a_named_tool_choice_leaves_only_that_tool_in_the_schema() -> None:
+@pytest.mark.parametrize(
+    ("choice", "allowed"),
+    [
+        ({"type": "function", "function": {"name": "final_result"}}, ["final_result"]),
+        (
+            {
+                "type": "allowed_tools",
+                "allowed_tools": {
+                    "mode": "required",
+                    "tools": [
+                        {"type": "function", "function": {"name": "get"}},
+                        {"type": "function", "function": {"name": "list"}},
+                    ],
+                },
+            },
+            ["get", "list"],
+        ),
+        ({"type": "function", "function": {"name": "absent"}}, ["get", "list", "final_result"]),
+        ("required", ["get", "list", "final_result"]),
+    ],
+)
+def test_a_tool_choice_narrows_the_schema_but_every_tool_stays_described(
+    choice: Any, allowed: list[str]
+) -> None:
     body = {
-        "messages": [{"role": "user", "content": "hi"}],
-        "tools": [tool("get"), tool("final_result")],
-        "tool_choice": {"type": "function", "function": {"name": "final_result"}},
+        "messages": [{"role": "system", "content": "Observe."}, {"role": "user", "content": "hi"}],
+        "tools": [tool("get"), tool("list"), tool("final_result")],
+        "tool_choice": choice,
     }
-    schema = upstream_request(body)["response_format"]["json_schema"]["schema"]
-    assert schema["properties"]["name"] == {"const": "final_result"}
+    upstream = upstream_request(body)
+    schema = upstream["response_format"]["json_schema"]["schema"]
+    calls = schema.get("anyOf") or [schema]
+    assert [c["properties"]["name"]["const"] for c in calls] == allowed
+    # The prompt is the same whatever the turn may call: its cached prefix holds.
+    unrestricted = upstream_request({**body, "tool_choice": "required"})
+    assert upstream["messages"] == unrestricted["messages"]
 
 
 @pytest.mark.parametrize(
