@@ -34,7 +34,7 @@ from goalkeeper.step import prompts
 from goalkeeper.step.errors import ERROR_MAX, RunFacts, explain, limit_hit
 from goalkeeper.step.model import StepModel
 from goalkeeper.step.repeats import RepeatGuard
-from goalkeeper.step.routed import RoutedOutput
+from goalkeeper.step.routed import RoutedOutput, pinned_authority
 from goalkeeper.step.steplog import RunLog, StepLog
 from goalkeeper.step.tools import StepTools, act_toolset, observe_toolset
 
@@ -149,7 +149,7 @@ async def _run(
     limits: RunLimits,
     model_settings: ModelSettings | None,
     log: StepLog | None,
-    routed_output: bool = False,
+    routed: RoutedOutput | None = None,
 ) -> StepOutcome:
     run_log = RunLog(log or StepLog())
     if isinstance(model, StepModel):
@@ -162,7 +162,7 @@ async def _run(
         retries={"tools": 2, "output": limits.output_retries},
         model_settings=model_settings,
         defer_model_check=True,
-        capabilities=[run_log, RepeatGuard(), *([RoutedOutput()] if routed_output else [])],
+        capabilities=[run_log, RepeatGuard(), *([routed] if routed else [])],
     )
     usage = RunUsage()
     try:
@@ -192,9 +192,12 @@ async def run_observe(
     clock: Callable[[], datetime] | None = None,
     log: StepLog | None = None,
     routed_output: bool = False,
+    worked_example: bool = False,
 ) -> StepOutcome:
     """One read-only observation; the result validates as an `Observation`. With
-    `routed_output` the model is given the route-keyed schema (step/routed.py)."""
+    `routed_output` the model is given the route-keyed schema (step/routed.py), with
+    `worked_example` a worked check at the end of its system prompt."""
+    toolset = observe_toolset(tools)
     user = prompts.observe_user_prompt(
         step_input,
         fence_id=tools.config.fence_id,
@@ -203,14 +206,16 @@ async def run_observe(
     )
     return await _run(
         output_type=Observation,
-        system_prompt=prompts.OBSERVE_SYSTEM_PROMPT,
+        system_prompt=prompts.observe_system_prompt(worked_example),
         user_prompt=user,
         model=model,
-        toolset=observe_toolset(tools),
+        toolset=toolset,
         limits=limits or RunLimits(),
         model_settings=model_settings,
         log=log,
-        routed_output=routed_output,
+        routed=RoutedOutput(pinned_authority(step_input), tuple(toolset.tools))
+        if routed_output
+        else None,
     )
 
 
@@ -223,8 +228,10 @@ async def run_act(
     model_settings: ModelSettings | None = None,
     clock: Callable[[], datetime] | None = None,
     log: StepLog | None = None,
+    worked_example: bool = False,
 ) -> StepOutcome:
-    """One action and its verification; the result validates as an `ActionResult`."""
+    """One action and its verification; the result validates as an `ActionResult`; with
+    `worked_example` a worked action ends its system prompt."""
     if step_input.action is None:
         return StepOutcome(
             None,
@@ -247,7 +254,7 @@ async def run_act(
     )
     outcome = await _run(
         output_type=ActionResult,
-        system_prompt=prompts.ACT_SYSTEM_PROMPT,
+        system_prompt=prompts.act_system_prompt(worked_example),
         user_prompt=user,
         model=model,
         toolset=act_toolset(tools),

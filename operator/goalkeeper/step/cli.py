@@ -191,7 +191,9 @@ def run_step(
         client = http_client(settings)
         model = build_model(settings, client=client)
         runner: Callable[..., Any] = run_observe if kind is StepKind.observe else run_act
-        routed = {"routed_output": settings.routed_output} if kind is StepKind.observe else {}
+        options: dict[str, bool] = {"worked_example": settings.worked_examples}
+        if kind is StepKind.observe:
+            options["routed_output"] = settings.routed_output
         try:
             outcome: StepOutcome = await runner(
                 step_input,
@@ -200,7 +202,7 @@ def run_step(
                 limits=limits,
                 model_settings=model_settings(settings),
                 log=log,
-                **routed,
+                **options,
             )
             return outcome
         finally:

@@ -80,6 +80,41 @@ idle, waiting, failed, blocked, complete, unknown) as separate facts.
 {_FENCE_RULES}
 """.strip()
 
+# For a small model (GOALKEEPER_WORKED_EXAMPLES): one worked step shows what a sound answer
+# looks like, which such a model follows far better than rules alone. Each is a constant,
+# so the prompt prefix stays cached.
+OBSERVE_EXAMPLE = """\
+## A worked example (another target, not this one)
+Task: Finish Job build in namespace ci; its progress is in ConfigMap build-progress (keys
+done, total). Allowed: resume Job build when it is suspended (set spec.suspend=false). Not
+allowed: changing anything else. Stop when: Job build has succeeded.
+1. Read the Job the task names: {"name": "k8s_get", "arguments": {"kind": "Job", "name": "build"}}
+   Result: Job ci/build: suspended; active 0, succeeded 0, failed 0; conditions: none true
+2. Read its progress: {"name": "k8s_get", "arguments": {"kind": "ConfigMap", "name": \
+"build-progress"}}
+   Result: ConfigMap ci/build-progress: 2 keys: done, total (done: '3', total: '5')
+3. Answer from what the tools returned, in your own words:
+{"name": "final_result", "arguments": {"observation": "Job ci/build is suspended: active 0, \
+succeeded 0, failed 0. ConfigMap build-progress: done 3 of total 5.", "contract": {"goal": \
+"Job build in namespace ci has succeeded.", "allowedResources": ["jobs/build"], \
+"forbiddenChanges": ["any field of Job build but spec.suspend", "any other resource"], \
+"stopConditions": ["Job build has succeeded"], "allowedRecoveryActions": ["resume Job build \
+when it is suspended"]}, "authorizedActions": [{"id": "resume-build", "description": "Resume \
+Job build when it is suspended: set spec.suspend=false."}], "work": "idle", "goal": \
+"incomplete", "route": "act", "reason": "Job build is suspended and the task allows resuming \
+it.", "report": "Job build is suspended at 3 of 5; resuming it.", "progress": [{"key": \
+"build", "label": "build", "status": "idle", "completed": 3, "total": 5, "observedAt": \
+"2026-01-01T10:00:00Z"}], "action": {"kind": "advance", "incomplete": "Job build has not \
+finished.", "evidence": "Job ci/build: suspended; active 0, succeeded 0.", "action": "Set \
+spec.suspend=false on Job build.", "authorizedActionId": "resume-build", "authorityBasis": \
+"The task allows resuming Job build when it is suspended.", "mutationSet": ["jobs/build"], \
+"verification": "Job build shows spec.suspend false.", "failureId": "suspended:job/build", \
+"targetStateId": "job/build:suspended"}}}
+Later checks of the same Job: with active 1, route wait with work running; with succeeded 1,
+route stop with goal complete, work complete and stopReason goalComplete; failed with no
+authorized recovery, route stop with stopReason materialBlocker."""
+
+
 ACT_SYSTEM_PROMPT = f"""\
 You are the act step of goalkeeper, a Kubernetes operator that finishes an authorized goal.
 You perform exactly one action that a read-only observation requested and the operator
@@ -101,6 +136,29 @@ final_result tool exactly once.
 
 {_FENCE_RULES}
 """.strip()
+
+
+ACT_EXAMPLE = """\
+## A worked example (another target, not this one)
+The action: Set spec.suspend=false on Job build. Allowed mutation set: jobs/build.
+1. Do it: {"name": "k8s_patch", "arguments": {"kind": "Job", "name": "build", "patch": \
+{"spec": {"suspend": false}}}}
+   Result: patched, then the Job as it is now, with spec.suspend false
+2. Verify: {"name": "k8s_get", "arguments": {"kind": "Job", "name": "build"}}
+   Result: Job ci/build: active; active 1, succeeded 0, failed 0; conditions: none true
+3. Report: {"name": "final_result", "arguments": {"outcome": "succeeded", "evidence": \
+"Patched Job ci/build with spec.suspend=false; it now shows active 1.", "changed": \
+["jobs/build"]}}"""
+
+
+def observe_system_prompt(worked_example: bool = False) -> str:
+    return (
+        f"{OBSERVE_SYSTEM_PROMPT}\n\n{OBSERVE_EXAMPLE}" if worked_example else OBSERVE_SYSTEM_PROMPT
+    )
+
+
+def act_system_prompt(worked_example: bool = False) -> str:
+    return f"{ACT_SYSTEM_PROMPT}\n\n{ACT_EXAMPLE}" if worked_example else ACT_SYSTEM_PROMPT
 
 
 def _json(value: Any) -> str:

@@ -7,23 +7,53 @@ cannot write an answer they refuse. `RoutedOutput` gives the output tool a choic
 variant per route instead of the one flat object; what comes back is still validated as an
 `Observation`. Only for such a model: hosted providers refuse a choice at the root of a
 tool's parameters.
+
+The schema also holds a small model to what the engine would refuse anyway, and to an
+answer it writes in reasonable time: the answer is offered only after a first read of the
+target, the facts and the authority come before the route, an `act` lists at least one
+authorized action, a mutation set names only what the act step's tools can write to
+(step/mutations.py), and text is bounded tightly enough that a whole tool result cannot be
+copied into the answer. Once the engine has pinned the authority (later checks of one spec
+generation), the contract and the authorized actions are bound to the recorded ones and an
+action to their ids: the model cannot write a widening, nor an action that no recorded one
+covers.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 
-from goalkeeper.core.models import ActionKind, GoalState, ObservedStopReason, WorkState
+from goalkeeper.core.models import (
+    ActionKind,
+    GoalState,
+    ObservedStopReason,
+    StepInput,
+    WorkState,
+)
 
 Json = dict[str, Any]
 SHARED = "Observation_"
 OPEN_GOALS = [GoalState.incomplete.value, GoalState.unknown.value]
 OTHER_STOPS = [r.value for r in ObservedStopReason if r is not ObservedStopReason.goalComplete]
+# The facts and the authority before the decision: a model writes what it saw and what it
+# may do, then routes on them.
+FIRST = ("observation", "contract", "authorizedActions", "work", "goal", "route", "reason")
+TEXT_MAX = {"observation": 600, "evidence": 600, "report": 400}
+TEXT_DEFAULT_MAX = 300
+ITEMS_MAX = 8
+# What the act step's tools can write to: RESOURCE/NAME (with an optional namespace before
+# it), an http(s) URL, or command:PROGRAM; anything else would be refused at the write.
+WRITABLE = (
+    r"^(([a-z0-9][a-z0-9-]*/)?[A-Za-z][A-Za-z0-9.-]*/[A-Za-z0-9*][A-Za-z0-9.*:_@-]*"
+    r"|https?://[^ ]+|command:[^ ]+)$"
+)
 
 
 def _variant(base: Json, drop: tuple[str, ...], **fixed: Any) -> Json:
@@ -36,29 +66,92 @@ def _variant(base: Json, drop: tuple[str, ...], **fixed: Any) -> Json:
     return {**base, "properties": properties, "required": required}
 
 
-def _action(defs: Json, ref: str, kinds: list[str], name: str) -> Json:
-    """A reference to a copy of the action's definition with only `kinds` allowed."""
+def _action(defs: Json, ref: str, kinds: list[str], name: str, ids: list[str] | None) -> Json:
+    """A reference to a copy of the action's definition with only `kinds` allowed, a
+    mutation set of what the act step can write to and, when given, one of `ids` as the
+    authorized action that covers it."""
     action = copy.deepcopy(defs[ref])
     action["properties"]["kind"] = {"enum": kinds}
+    if ids is not None:
+        covering = action["properties"]["authorizedActionId"]
+        action["properties"]["authorizedActionId"] = {
+            "enum": ids,
+            **({"description": covering["description"]} if "description" in covering else {}),
+        }
+    mutations = action["properties"]["mutationSet"]
+    mutations["items"] = {"type": "string", "pattern": WRITABLE}
+    mutations["minItems"] = 1
+    mutations["description"] = (
+        "What the action changes, each as RESOURCE/NAME (for example jobs/build), "
+        "an http(s) URL, or command:PROGRAM."
+    )
     defs[name] = action
     return {"$ref": f"#/$defs/{name}"}
 
 
-def routed_schema(flat: Json) -> Json:
+def _tighten(schema: Any, key: str = "") -> Any:
+    """`schema` with text and lists bounded for a grammar-bound model (never loosened);
+    `key` is the field the schema is for, through its `items` and choices."""
+    if isinstance(schema, list):
+        return [_tighten(item, key) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {
+        k: {name: _tighten(sub, name) for name, sub in v.items()}
+        if k in ("properties", "$defs")
+        else _tighten(v, key)
+        for k, v in schema.items()
+    }
+    if out.get("type") == "string" and "pattern" not in out and "format" not in out:
+        bound = TEXT_MAX.get(key, TEXT_DEFAULT_MAX)
+        out["maxLength"] = min(int(out.get("maxLength", bound)), bound)
+        out.pop("x-goalkeeper-trimmed", None)
+    if out.get("type") == "array":
+        out["maxItems"] = min(int(out.get("maxItems", ITEMS_MAX)), ITEMS_MAX)
+    return out
+
+
+def _ordered(properties: Json) -> Json:
+    return {
+        **{k: properties[k] for k in FIRST if k in properties},
+        **{k: v for k, v in properties.items() if k not in FIRST},
+    }
+
+
+@dataclass(frozen=True)
+class PinnedAuthority:
+    """The authority recorded for this spec generation, as JSON."""
+
+    contract: Json
+    actions: list[Json]
+
+
+def routed_schema(flat: Json, pinned: PinnedAuthority | None = None) -> Json:
     """`Observation`'s JSON schema as one object per route (and per case a route has)."""
-    defs = copy.deepcopy(flat.get("$defs") or {})
     action_ref = "ActionRequest"
-    if action_ref not in defs or "route" not in (flat.get("properties") or {}):
+    if action_ref not in (flat.get("$defs") or {}) or "route" not in (flat.get("properties") or {}):
         return flat  # not an observation's schema
-    base = {k: v for k, v in flat.items() if k not in ("$defs", "title", "description")}
+    tight = _tighten(flat)
+    defs = tight["$defs"]
+    base = {k: v for k, v in tight.items() if k not in ("$defs", "title", "description")}
+    base["properties"] = _ordered(base["properties"])
     for key, field in base["properties"].items():
         defs[f"{SHARED}{key}"] = field
-    advance = _action(defs, action_ref, [ActionKind.advance.value], "AdvanceAction")
+    base["required"] = [*base.get("required", []), "authorizedActions"]
+    # Acting needs the authority it names: at least one authorized action, always listed.
+    authority: Json = {**base["properties"]["authorizedActions"], "minItems": 1}
+    ids = None
+    if pinned is not None:
+        defs[f"{SHARED}contract"] = {"const": pinned.contract}
+        defs[f"{SHARED}authorizedActions"] = authority = {"const": pinned.actions}
+        ids = [a["id"] for a in pinned.actions]
+    advance = _action(defs, action_ref, [ActionKind.advance.value], "AdvanceAction", ids)
     other = _action(
         defs,
         action_ref,
         [k.value for k in ActionKind if k is not ActionKind.advance],
         "RecoveryAction",
+        ids,
     )
     variants = [
         _variant(
@@ -75,6 +168,7 @@ def routed_schema(flat: Json) -> Json:
             route={"const": "act"},
             goal={"enum": OPEN_GOALS},
             work={"const": WorkState.idle.value},
+            authorizedActions=authority,
             action=advance,
         ),
         _variant(
@@ -82,6 +176,7 @@ def routed_schema(flat: Json) -> Json:
             ("stopReason",),
             route={"const": "act"},
             goal={"enum": OPEN_GOALS},
+            authorizedActions=authority,
             action=other,
         ),
         _variant(
@@ -98,6 +193,8 @@ def routed_schema(flat: Json) -> Json:
             stopReason={"enum": OTHER_STOPS},
         ),
     ]
+    if ids == []:  # no recorded authority to act on: no act case at all
+        variants = [v for v in variants if v["properties"]["route"] != {"const": "act"}]
     schema: Json = {"type": "object", "anyOf": variants, "$defs": _reachable(variants, defs)}
     if "description" in flat:
         schema["description"] = flat["description"]
@@ -123,14 +220,39 @@ def _reachable(roots: Any, defs: Json) -> Json:
     return found
 
 
+def pinned_authority(step: StepInput) -> PinnedAuthority | None:
+    """The step's recorded authority; the engine hands it over only while it is current."""
+    if step.contract is None:
+        return None
+    return PinnedAuthority(
+        contract=step.contract.model_dump(mode="json", exclude_none=True),
+        actions=[a.model_dump(mode="json") for a in step.authorizedActions],
+    )
+
+
 @dataclass
 class RoutedOutput(AbstractCapability[Any]):
     """Gives the observation's output tool the route-keyed schema above."""
+
+    pinned: PinnedAuthority | None = None
+    read_tools: tuple[str, ...] = ()
+
+    def get_model_settings(self) -> Callable[[RunContext[Any]], ModelSettings]:
+        # No answer before the target has been read once in this check. The tools stay
+        # listed (the prompt, and so its cache, stays the same); the choice narrows.
+        def settings(ctx: RunContext[Any]) -> ModelSettings:
+            if ctx.usage.tool_calls == 0 and self.read_tools:
+                return ModelSettings(tool_choice=list(self.read_tools))
+            return ModelSettings()
+
+        return settings
 
     async def prepare_output_tools(
         self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]
     ) -> list[ToolDefinition]:
         return [
-            replace(tool, parameters_json_schema=routed_schema(tool.parameters_json_schema))
+            replace(
+                tool, parameters_json_schema=routed_schema(tool.parameters_json_schema, self.pinned)
+            )
             for tool in tool_defs
         ]

@@ -54,6 +54,7 @@ EXPECTED: dict[str, str] = {
     "GOALKEEPER_RETRY_BACKOFF_SECONDS": "a number of seconds from 0 to 60",
     "GOALKEEPER_OUTPUT_RETRIES": "an integer from 0 to 10",
     "GOALKEEPER_ROUTED_OUTPUT": "true or false",
+    "GOALKEEPER_WORKED_EXAMPLES": "true or false",
     "GOALKEEPER_COST_LIMIT_USD": "a non-negative decimal number of US dollars",
     "GOALKEEPER_PRICE_INPUT_PER_MTOK": "a non-negative decimal number of US dollars per "
     "million input tokens",
@@ -120,6 +121,9 @@ class StepSettings(BaseModel):
     # The observation's schema keyed on its route (step/routed.py): for a model whose
     # output a grammar binds; hosted providers refuse it.
     routed_output: bool = Field(default=False, alias="GOALKEEPER_ROUTED_OUTPUT")
+    # A worked example at the end of each step's system prompt (step/prompts.py): a small
+    # model follows one far better than rules alone; a large one needs no such tokens.
+    worked_examples: bool = Field(default=False, alias="GOALKEEPER_WORKED_EXAMPLES")
     cost_limit_usd: Price | None = Field(default=None, alias="GOALKEEPER_COST_LIMIT_USD")
     price_input_per_mtok: Price | None = Field(
         default=None, alias="GOALKEEPER_PRICE_INPUT_PER_MTOK"

@@ -496,3 +496,28 @@ async def test_unpriced_provider_is_unknown_and_the_ledger_sums_priced_requests(
     assert model.ledger.total() == (Decimal("0.03"), CostSource.genaiPrices)
     model.ledger.priced.append(PricedRequest(CostSource.unknown, None))
     assert model.ledger.total() == (None, CostSource.unknown)
+
+
+async def test_a_worked_example_ends_each_system_prompt_only_when_asked() -> None:
+    model, seen = scripted(final(observation_dict("wait")), final(observation_dict("wait")))
+    await run_observe(step_input(), model, tools(), worked_example=True)
+    await run_observe(step_input(), model, tools())
+    with_example, without = (messages[0] for messages in seen)
+    assert isinstance(with_example, ModelRequest) and isinstance(without, ModelRequest)
+    assert with_example.instructions == (
+        f"{prompts.OBSERVE_SYSTEM_PROMPT}\n\n{prompts.OBSERVE_EXAMPLE}"
+    )
+    assert without.instructions == prompts.OBSERVE_SYSTEM_PROMPT
+    act_model, act_seen = scripted(final({"outcome": "blocked", "evidence": "Not done."}))
+    await run_act(
+        step_input("act"),
+        act_model,
+        tools(mutation_set=("deployments/web",)),
+        worked_example=True,
+    )
+    first = act_seen[0][0]
+    assert isinstance(first, ModelRequest)
+    assert first.instructions == f"{prompts.ACT_SYSTEM_PROMPT}\n\n{prompts.ACT_EXAMPLE}"
+    # The examples are of another target: nothing in them names the demo's.
+    for example in (prompts.OBSERVE_EXAMPLE, prompts.ACT_EXAMPLE):
+        assert "render" not in example

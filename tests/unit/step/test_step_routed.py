@@ -8,6 +8,7 @@ cannot write an observation the validators refuse, and loses none they accept.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -15,10 +16,11 @@ from pydantic import ValidationError
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from tests.support.observations import action, observation_dict
+from tests.support.observations import action, observation, observation_dict
+from tests.support.step_fakes import step_input
 
 from goalkeeper.core.models import Observation
-from goalkeeper.step.routed import RoutedOutput, routed_schema
+from goalkeeper.step.routed import PinnedAuthority, RoutedOutput, pinned_authority, routed_schema
 
 FLAT = Observation.model_json_schema()
 ROUTED = routed_schema(FLAT)
@@ -92,23 +94,134 @@ def test_only_an_observation_schema_is_routed_and_every_variant_is_closed() -> N
         assert "route" in variant["required"] and "$defs" not in variant
 
 
-async def test_the_output_tool_is_given_the_routed_schema() -> None:
-    seen: list[dict[str, Any]] = []
+async def test_the_output_tool_is_given_the_routed_schema_after_a_first_read() -> None:
+    offered: list[tuple[Any, list[dict[str, Any]]]] = []
 
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        seen.extend(tool.parameters_json_schema for tool in info.output_tools)
+        choice = (info.model_settings or {}).get("tool_choice")
+        offered.append((choice, [tool.parameters_json_schema for tool in info.output_tools]))
+        if choice == ["read"]:
+            return ModelResponse(parts=[ToolCallPart("read", {"name": "build"})])
         return ModelResponse(parts=[ToolCallPart("final_result", observation_dict("wait"))])
 
     agent: Agent[None, Observation] = Agent(
-        FunctionModel(answer), output_type=Observation, capabilities=[RoutedOutput()]
+        FunctionModel(answer),
+        output_type=Observation,
+        capabilities=[RoutedOutput(read_tools=("read",))],
     )
+
+    @agent.tool_plain
+    def read(name: str) -> str:
+        return f"Job {name}: active 1"
+
     result = await agent.run("observe")
     assert result.output.route.value == "wait"
-    assert seen and "anyOf" in seen[0]
-    assert [v["properties"]["route"] for v in seen[0]["anyOf"]] == [
+    # The first request may only read; the answer's tool stays listed, so does the prompt.
+    assert [choice for choice, _ in offered] == [["read"], None]
+    first, second = (schemas for _, schemas in offered)
+    assert first == second and len(second) == 1
+    assert [v["properties"]["route"] for v in second[0]["anyOf"]] == [
         {"const": "wait"},
         {"const": "act"},
         {"const": "act"},
         {"const": "stop"},
         {"const": "stop"},
     ]
+
+
+def variant(route: str, index: int = 0) -> dict[str, Any]:
+    found = [v for v in ROUTED["anyOf"] if v["properties"]["route"] == {"const": route}]
+    return found[index]
+
+
+def resolved(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> dict[str, Any]:
+    defs = ROUTED["$defs"] if defs is None else defs
+    while "$ref" in schema:
+        schema = defs[schema["$ref"].rsplit("/", 1)[-1]]
+    return schema
+
+
+def strings(schema: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every string schema under `schema`, through references, with where it is."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, where)
+        elif isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref not in seen:
+                seen.add(ref)
+                walk(ROUTED["$defs"][ref.rsplit("/", 1)[-1]], where)
+            if node.get("type") == "string":
+                found.append((where, node))
+            for key, value in node.items():
+                walk(value, f"{where}.{key}")
+
+    walk(schema, path)
+    return found
+
+
+def test_every_text_is_bounded_tightly_and_the_facts_come_before_the_route() -> None:
+    for where, schema in strings(ROUTED["anyOf"]):
+        if "pattern" in schema or "format" in schema:
+            continue
+        assert schema.get("maxLength", 10**9) <= 600, where
+    assert resolved(variant("wait")["properties"]["observation"])["maxLength"] == 600
+    assert list(variant("act")["properties"])[:6] == [
+        "observation",
+        "contract",
+        "authorizedActions",
+        "work",
+        "goal",
+        "route",
+    ]
+
+
+def test_an_act_lists_its_authority_and_a_mutation_set_the_act_tools_can_write() -> None:
+    for index in (0, 1):
+        act = variant("act", index)
+        assert resolved(act["properties"]["authorizedActions"])["minItems"] == 1
+        assert "authorizedActions" in act["required"]
+        mutations = resolved(act["properties"]["action"])["properties"]["mutationSet"]
+        pattern = re.compile(mutations["items"]["pattern"])
+        assert mutations["minItems"] == 1
+        for entry in ("jobs/build", "Job.batch/render-1", "ci/deployments/web", "pods/build-*"):
+            assert pattern.fullmatch(entry), entry
+        for entry in ("https://ci.example/api/retry", "command:make"):
+            assert pattern.fullmatch(entry), entry
+        for entry in ("spec.suspend=false", "Job build", "the render image", "jobs/"):
+            assert not pattern.fullmatch(entry), entry
+    # Waiting needs no authority: an empty list is fine there.
+    wait = resolved(variant("wait")["properties"]["authorizedActions"])
+    assert "minItems" not in wait
+
+
+def test_pinned_authority_binds_the_contract_the_actions_and_the_covering_id() -> None:
+    recorded = observation_dict("act")
+    pinned = PinnedAuthority(recorded["contract"], recorded["authorizedActions"])
+    schema = routed_schema(FLAT, pinned)
+    ids = [a["id"] for a in recorded["authorizedActions"]]
+    for each in schema["anyOf"]:
+        contract = resolved(each["properties"]["contract"], schema["$defs"])
+        actions = resolved(each["properties"]["authorizedActions"], schema["$defs"])
+        assert contract == {"const": recorded["contract"]}
+        assert actions == {"const": recorded["authorizedActions"]}
+        if "action" in each["properties"]:
+            action = resolved(each["properties"]["action"], schema["$defs"])
+            assert action["properties"]["authorizedActionId"]["enum"] == ids
+    # No recorded authorized action: nothing to act on, so no act case at all.
+    bare = routed_schema(FLAT, PinnedAuthority(recorded["contract"], []))
+    assert {v["properties"]["route"]["const"] for v in bare["anyOf"]} == {"wait", "stop"}
+
+
+def test_the_step_input_pins_only_a_recorded_contract() -> None:
+    assert pinned_authority(step_input()) is None
+    recorded = observation("act")
+    step = step_input(contract=recorded.contract, authorizedActions=recorded.authorizedActions)
+    pinned = pinned_authority(step)
+    assert pinned is not None
+    assert pinned.contract == recorded.contract.model_dump(mode="json", exclude_none=True)
+    assert [a["id"] for a in pinned.actions] == [a.id for a in recorded.authorizedActions]
