@@ -168,8 +168,14 @@ def model_for_steps(
             flush=True,
         )
         try:
-            # A step's first request reads the whole prompt: minutes on a small machine.
-            yield {"GOALKEEPER_HTTP_TIMEOUT_SECONDS": str(LOCAL_MODEL_HTTP_TIMEOUT_SECONDS)}
+            yield {
+                # A step's first request reads the whole prompt: minutes on a small machine.
+                "GOALKEEPER_HTTP_TIMEOUT_SECONDS": str(LOCAL_MODEL_HTTP_TIMEOUT_SECONDS),
+                # Its grammar then holds the model to the route's rules (step/routed.py),
+                # and a worked example shows it a sound answer.
+                "GOALKEEPER_ROUTED_OUTPUT": "true",
+                "GOALKEEPER_WORKED_EXAMPLES": "true",
+            }
         finally:
             _terminate(server)
 

@@ -42,7 +42,9 @@ class ServeError(Exception):
 class ServeOptions:
     context: int = 8192  # tokens: one observe step's prompt, tools and answers
     threads: int = 0  # 0: every CPU this process may use
-    temperature: float = 0.7  # at 0 a small model repeats one invalid answer on retry
+    # Low: the grammar keeps every answer well-formed; a little randomness still lets a
+    # retry differ from the answer it retries.
+    temperature: float = 0.2
     port: int = 0  # 0: a free port
 
     def __post_init__(self) -> None:
