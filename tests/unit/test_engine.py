@@ -8,6 +8,7 @@ import pytest
 from tests.support.observations import AUTHORIZED, action, contract, observation, result
 
 from goalkeeper.core.engine import (
+    TIMER_JOB_GRACE,
     Cancelled,
     EmitReport,
     Event,
@@ -23,6 +24,7 @@ from goalkeeper.core.engine import (
     TimerDue,
     decide,
     timer_launched,
+    timer_step_needs_its_job,
 )
 from goalkeeper.core.models import (
     MonitorSpec,
@@ -1180,6 +1182,17 @@ def test_only_a_timer_launch_of_an_observe_step_goes_unrecorded() -> None:
     early = waiting.schedule.nextCheckAt - timedelta(seconds=1)  # type: ignore[union-attr]
     assert timer_launched(waiting, step.seq, early) is None, "launched before it was due"
     assert timer_launched(due.status, step.seq, step.at) is None, "already in flight"
+    missing = timer_launched(waiting, step.seq, step.at, job_missing=True)
+    assert missing is None, "its Job is yet to be made: the timer launches it again"
+
+
+def test_a_timer_step_waits_for_its_job_only_unfinished_and_within_the_grace() -> None:
+    at = T0
+    assert timer_step_needs_its_job(at, at, finished=False)
+    just_inside = at + TIMER_JOB_GRACE - timedelta(seconds=1)
+    assert timer_step_needs_its_job(at, just_inside, finished=False)
+    assert not timer_step_needs_its_job(at, at + TIMER_JOB_GRACE, finished=False)
+    assert not timer_step_needs_its_job(at, at, finished=True), "a result needs no Job"
 
 
 def test_a_timer_that_stops_at_the_limit_is_written() -> None:

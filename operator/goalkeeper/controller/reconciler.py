@@ -15,7 +15,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -38,6 +38,7 @@ from goalkeeper.core.engine import (
     halt,
     reject_spec,
     timer_launched,
+    timer_step_needs_its_job,
 )
 from goalkeeper.core.models import (
     MonitorSpec,
@@ -54,10 +55,6 @@ POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 # A reconcile goes on while each round changes the status (a launched step may already
 # have finished); this bounds one pass, the next trigger carries on.
 MAX_ROUNDS = 8
-# A timer's step found without its Job this soon after its launch is taken for a launch
-# whose Job create has yet to succeed (a retry, a restart) and gets its Job; later, the
-# Job was deleted, and the step counts as failed.
-JOB_GRACE = timedelta(minutes=2)
 
 Body = dict[str, Any]
 Key = tuple[str, str]
@@ -258,13 +255,12 @@ class Reconciler:
         at = manifests.launched_at(step) if step is not None else None
         if step is None or at is None or not manifests.owned_by(step, meta["uid"]):
             return status
-        if (
-            (step.get("status") or {}).get("phase") not in TERMINAL_PHASES
-            and self.clock() - at < JOB_GRACE
+        finished = (step.get("status") or {}).get("phase") in TERMINAL_PHASES
+        job_missing = (
+            timer_step_needs_its_job(at, self.clock(), finished=finished)
             and await self._get(self.api.get_job, namespace, name) is None
-        ):
-            return status  # its launch has yet to make the Job: the timer launches it again
-        return timer_launched(status, seq, at) or status
+        )
+        return timer_launched(status, seq, at, job_missing=job_missing) or status
 
     def _decide(
         self, spec: MonitorSpec, status: MonitorStatus, event: Event, now: datetime

@@ -224,14 +224,31 @@ def decide(
     return turn.decision()
 
 
-def timer_launched(status: MonitorStatus, seq: int, at: datetime) -> MonitorStatus | None:
+# A timer's step is launched without a status write, so a later round finds it by name.
+# Found unfinished without its Job this soon after its launch, its Job create has yet to
+# succeed (a retry, a restart) and the timer launches it again; later, the Job was deleted
+# and the step is in flight until that ends it as failed.
+TIMER_JOB_GRACE = timedelta(minutes=2)
+
+
+def timer_step_needs_its_job(at: datetime, now: datetime, *, finished: bool) -> bool:
+    """Whether a timer's step, launched at `at`, is taken as in flight only once its Job is
+    found: an unfinished step within the grace."""
+    return not finished and now - at < TIMER_JOB_GRACE
+
+
+def timer_launched(
+    status: MonitorStatus, seq: int, at: datetime, *, job_missing: bool = False
+) -> MonitorStatus | None:
     """The status with observe step `seq` in flight, launched by the timer at `at` without
     a status write (see `Decision.unrecorded`): the same status that decision had. None
-    when `seq` is not the step the timer launches next from `status`.
+    when `seq` is not the step the timer launches next from `status`, or when its Job is
+    missing within the grace (`timer_step_needs_its_job`): the timer launches it again.
     """
     schedule = status.schedule
     if (
-        status.monitor is MonitorState.stopped
+        job_missing
+        or status.monitor is MonitorState.stopped
         or status.step is not None
         or schedule is None
         or status.checks == 0

@@ -17,9 +17,9 @@ from tests.support.observations import action, observation_dict
 
 from goalkeeper.controller import manifests
 from goalkeeper.controller.api import Conflict, Transient
-from goalkeeper.controller.reconciler import JOB_GRACE, Reconciler
+from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
-from goalkeeper.core.engine import LaunchStep
+from goalkeeper.core.engine import TIMER_JOB_GRACE, LaunchStep
 from goalkeeper.core.models import StepInput, StepKind
 
 NS = "team-a"
@@ -373,7 +373,7 @@ async def test_a_timer_step_whose_job_vanished_counts_as_failed_once(
     await reconciler.reconcile(NS, "build")
     step = step_in_flight(api)
     api.objects.pop(("Job", NS, step["metadata"]["name"]))
-    clock.now += JOB_GRACE
+    clock.now += TIMER_JOB_GRACE
     await reconciler.reconcile(NS, "build")
     st = status(api)
     # Recorded at last, as failed: the retry is the next step, not this one again.
