@@ -202,6 +202,7 @@ def monitor_crd() -> Schema:
             # time as <invalid> and an overdue one as if it were still ahead.
             {"name": "Next Check", "type": "string", "jsonPath": ".status.schedule.nextCheckAt"},
             {"name": "Step", "type": "string", "jsonPath": ".status.activity"},
+            {"name": "Health", "type": "string", "jsonPath": ".status.health.state"},
             age,
             {"name": "Monitor", "type": "string", "jsonPath": ".status.monitor", "priority": 1},
             {"name": "Stop", "type": "string", "jsonPath": ".status.stop.reason", "priority": 1},

@@ -130,6 +130,7 @@ def test_chart_lints_clean(offline_helm: Helm) -> None:
         ("model.name=gpt-4o", "name"),
         ("leaderElection.leaseSeconds=1", "leaseSeconds"),
         ("metrics.serviceMonitor.interval=often", "interval"),
+        ("stallChecks=0", "stallChecks"),
     ],
 )
 def test_bad_values_fail_naming_the_field(helm: Helm, setting: str, field: str) -> None:
@@ -191,9 +192,11 @@ def test_values_reach_the_operator(offline_helm: Helm) -> None:
         "--set", "model.name=anthropic:claude",
         "--set", "model.apiKeySecret.name=llm",
         "--set", "probes.enabled=true",
+        "--set", "stallChecks=5",
     )  # fmt: skip
     env = env_of(docs)
     assert env["GOALKEEPER_ACTOR_SERVICE_ACCOUNT"] == "robot"
+    assert env["GOALKEEPER_STALL_CHECKS"] == "5"
     assert env["GOALKEEPER_TOTAL_TOKENS_LIMIT"] == "2000000"
     assert env["GOALKEEPER_COST_LIMIT_USD"] == "0.5"
     assert env["GOALKEEPER_MODEL"] == "anthropic:claude"

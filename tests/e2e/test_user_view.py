@@ -29,7 +29,7 @@ def running(facts: Facts, _: int = 0) -> dict[str, Any]:
 def row(control_plane: Any, namespace: str) -> dict[str, str]:
     table = control_plane.kubectl("get", "monitors", "-n", namespace, check=True).stdout
     header, line = table.splitlines()[:2]
-    names = ["NAME", "GOAL", "WORK", "PROGRESS", "CHECKS", "NEXT CHECK", "STEP", "AGE"]
+    names = ["NAME", "GOAL", "WORK", "PROGRESS", "CHECKS", "NEXT CHECK", "STEP", "HEALTH", "AGE"]
     starts = [header.index(n) for n in names]
     ends = [*starts[1:], None]
     return {n: line[a:b].strip() for n, a, b in zip(names, starts, ends, strict=True)}
@@ -72,6 +72,7 @@ def test_columns_show_the_next_check_as_a_time_and_what_runs(
     shown = row(control_plane, cluster.ns)
     assert shown["NEXT CHECK"] == waiting["schedule"]["nextCheckAt"]
     assert shown["STEP"] == "waiting"
+    assert shown["HEALTH"] == "Healthy"
     # Overdue (the operator is down past the time): still the same absolute time.
     operator.stop()
     cluster.custom.patch_namespaced_custom_object(
@@ -114,3 +115,34 @@ def test_failed_steps_and_rejected_observations_are_warning_events(
     stop = events(cluster, "Stopped")
     assert len(stop) == 1 and stop[0].type == "Warning"
     assert stop[0].message.startswith("materialBlocker: ") and "What to do:" in stop[0].message
+
+
+def test_a_target_that_runs_without_moving_shows_stalled_with_one_event(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess, control_plane: Any
+) -> None:
+    # The Job keeps running and the progress ConfigMap never moves: every check says so.
+    cluster.target(suspended=False, seconds=600)
+    model.default = Scenario(cluster.ns, running)
+    cluster.create_monitor(everyMinutes=1, maxChecks=20)
+
+    def stalled() -> dict[str, Any] | None:
+        status = cluster.status()
+        return status if (status.get("health") or {}).get("state") == "Stalled" else None
+
+    status = wait_until(stalled, 120, "the monitor to show Stalled", operator.logs)
+    # Three checks in a row after the first saw nothing move (the default threshold).
+    assert status["health"]["stalledChecks"] == 3 and status["checks"] == 4
+    assert row(control_plane, cluster.ns)["HEALTH"] == "Stalled"
+    (healthy,) = [c for c in status["conditions"] if c["type"] == "Healthy"]
+    assert (healthy["status"], healthy["reason"]) == ("False", "Stalled")
+    health = events(cluster, "Health")
+    assert len(health) == 1 and health[0].type == "Warning"
+    assert health[0].message.startswith("Health Healthy -> Stalled: The target claims running")
+
+    # The next observe step is told, and what it may do: one authorized recovery.
+    def told() -> str | None:
+        steps = [s for s in cluster.steps() if s["spec"]["check"] == 5]
+        return steps[0]["spec"]["input"].get("health") if steps else None
+
+    note = wait_until(told, 60, "the next observe step", operator.logs)
+    assert "nothing it shows moved for 3 checks" in note and "kind recover" in note

@@ -77,7 +77,7 @@ def test_monitor_crd_names_columns_and_subresource() -> None:
     version = crd["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"] if "priority" not in c]
-    assert columns == ["Goal", "Work", "Progress", "Checks", "Next Check", "Step", "Age"]
+    assert columns == ["Goal", "Work", "Progress", "Checks", "Next Check", "Step", "Health", "Age"]
     # kubectl prints a `date` column as an age: a future time would read <invalid>.
     by_name = {c["name"]: c for c in version["additionalPrinterColumns"]}
     assert by_name["Next Check"]["type"] == "string"

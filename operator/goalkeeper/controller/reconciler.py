@@ -272,6 +272,7 @@ class Reconciler:
             now,
             minute=self.settings.minute,
             model_spend_cap_usd=self.settings.modelSpendCapUsd,
+            stall_checks=self.settings.stallChecks,
         )
 
     # --- the facts of the step in flight ---

@@ -9,6 +9,7 @@ from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator
 
+from goalkeeper.core.health import STALL_CHECKS
 from goalkeeper.core.models import Model
 
 PREFIX = "GOALKEEPER_"
@@ -56,6 +57,13 @@ class OperatorSettings(Model):
     stepEnv: dict[str, str] = Field(
         default_factory=dict,
         description="Step limits (STEP_PASSTHROUGH) forwarded to every step unchanged.",
+    )
+    stallChecks: Annotated[int, Field(ge=1, le=100)] = Field(
+        default=STALL_CHECKS,
+        description=(
+            "GOALKEEPER_STALL_CHECKS: checks in a row that claim running work with nothing "
+            "moved before a monitor's health is Stalled."
+        ),
     )
     modelSpendCapUsd: Annotated[float, Field(gt=0, le=1e9)] | None = Field(
         default=None,
@@ -154,6 +162,7 @@ _FIELDS = {
     "timeScale": "TIME_SCALE",
     "resyncSeconds": "RESYNC_SECONDS",
     "modelSpendCapUsd": "MODEL_SPEND_CAP_USD",
+    "stallChecks": "STALL_CHECKS",
     "healthPort": "HEALTH_PORT",
     "metricsPort": "METRICS_PORT",
     "listenAddress": "LISTEN_ADDRESS",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from goalkeeper.core import guards
+from goalkeeper.core import guards, health
 from goalkeeper.core.budget import fit_status
 from goalkeeper.core.models import (
     PREVIOUS_RUNS_KEPT,
@@ -19,6 +19,8 @@ from goalkeeper.core.models import (
     Activity,
     Condition,
     ConditionStatus,
+    Health,
+    HealthState,
     LastAction,
     Money,
     MonitorSpec,
@@ -187,10 +189,12 @@ def decide(
     *,
     minute: timedelta = MINUTE,
     model_spend_cap_usd: float | None = None,
+    stall_checks: int = health.STALL_CHECKS,
 ) -> Decision:
     """The next status and the effects to carry out, in order.
 
     `minute` is the length of one `everyMinutes` minute; only tests shorten it.
+    `stall_checks` is how many checks in a row with nothing moved make a target stalled.
     """
     if status.monitor is MonitorState.stopped:
         if not _restarts(status, event):
@@ -198,6 +202,7 @@ def decide(
         status = _new_run(status)
     turn = _Turn(spec, status.model_copy(deep=True), now, minute)
     turn.spend_cap = model_spend_cap_usd
+    turn.stall_checks = stall_checks
     # A finished step's model usage counts once, when the step in flight reports it.
     usage, seq = getattr(event, "usage", None), getattr(event, "seq", None)
     if usage is not None and seq is not None and turn.owns(seq, observe=None):
@@ -357,6 +362,7 @@ class _Turn:
         self.quiet = False
         self.unrecorded = False
         self.spend_cap: float | None = None
+        self.stall_checks = health.STALL_CHECKS
 
     @property
     def spec(self) -> MonitorSpec:
@@ -432,6 +438,9 @@ class _Turn:
         st.lastObservation = observation
         st.progress = update_tracks(st.progress, observation.progress, self.now)
         st.progressSummary = summary_line(st.progress)
+        self.judge_health(
+            health.checked(st.health, observation, self.now, stall_checks=self.stall_checks)
+        )
 
         widening = self.record_authority(observation)
         if widening is not None:
@@ -440,6 +449,13 @@ class _Turn:
             assert observation.stopReason is not None  # guaranteed by the model
             self.report_and_stop(
                 observation, StopReason(observation.stopReason.value), observation.reason
+            )
+        elif health.stalled_again(st.health):
+            self.report_and_stop(
+                observation,
+                StopReason.blocked,
+                f"{st.health.message} It stalled again in the same state after its one "
+                "automatic recovery.",
             )
         elif observation.route is Route.wait:
             if self.limit_reached():
@@ -486,6 +502,8 @@ class _Turn:
                 observation, StopReason.safetyLimit, safety_limit_message(self.spec.maxChecks)
             )
         else:
+            if health.is_stall_recovery(self.status.health, observation):
+                self.status.health.recoveredStall = self.status.health.fingerprint
             self.report(observation, next_action=action.action)
             self.launch_action(action)
 
@@ -562,6 +580,9 @@ class _Turn:
                 warning=True,
             )
         )
+        self.judge_health(
+            health.step_failed(self.status.health, self.now, stall_checks=self.stall_checks)
+        )
         if permanent:
             self.stop(StopReason.blocked, f"The {step.kind} step cannot run: {message}")
             return
@@ -598,6 +619,24 @@ class _Turn:
         self.quiet = True
 
     # --- building blocks ---
+
+    def judge_health(self, judged: HealthState) -> None:
+        """Record the health; a change is an Event (not the first check's Healthy)."""
+        before = self.status.health.state
+        self.status.health = judged
+        if judged.state is before or (before is Health.Unknown and judged.state is Health.Healthy):
+            return
+        text = f"Health {before} -> {judged.state}" + (
+            f": {judged.message}" if judged.message else "."
+        )
+        self.effects.append(
+            Notify(
+                f"health-{self.status.stepSeq}-{judged.state}",
+                "Health",
+                text[:1000],
+                warning=judged.state is not Health.Healthy,
+            )
+        )
 
     def limit_reached(self) -> bool:
         return self.status.checks >= self.spec.maxChecks
@@ -662,6 +701,7 @@ class _Turn:
             contract=st.contract if current else None,
             authorizedActions=st.authorizedActions if current else [],
             action=action,
+            health=health.note_for_observe(st.health) if kind is StepKind.observe else "",
         )
         self.effects.append(LaunchStep(st.stepSeq, kind, step_input, self.now))
         if kind is StepKind.observe:
@@ -791,11 +831,13 @@ def _activity(status: MonitorStatus) -> Activity:
 
 
 def _conditions(status: MonitorStatus, now: datetime) -> list[Condition]:
-    """`Ready` and `Progressing`, keeping lastTransitionTime while a status is unchanged."""
+    """`Ready`, `Progressing` and `Healthy`, keeping lastTransitionTime while a status is
+    unchanged."""
     ready, progressing = _condition_values(status)
     previous = {c.type: c for c in status.conditions}
     result = []
-    for kind, (value, reason, message) in (("Ready", ready), ("Progressing", progressing)):
+    values = (("Ready", ready), ("Progressing", progressing), ("Healthy", _healthy(status)))
+    for kind, (value, reason, message) in values:
         before = previous.get(kind)
         moved = before is None or before.status is not value
         result.append(
@@ -812,6 +854,15 @@ def _conditions(status: MonitorStatus, now: datetime) -> list[Condition]:
 
 
 _Value = tuple[ConditionStatus, str, str]
+
+
+def _healthy(status: MonitorStatus) -> _Value:
+    state = status.health.state
+    if state is Health.Unknown:
+        return ConditionStatus.unknown, "Unknown", "No check has been accepted yet."
+    if state is Health.Healthy:
+        return ConditionStatus.true, "Healthy", "Nothing in the check history looks wrong."
+    return ConditionStatus.false, state.value, status.health.message
 
 
 def _condition_values(status: MonitorStatus) -> tuple[_Value, _Value]:

@@ -505,6 +505,38 @@ class Activity(StrEnum):
     stopped = "stopped"
 
 
+class Health(StrEnum):
+    """How the run is going, decided by the engine from the check history (core/health.py)."""
+
+    Healthy = "Healthy"
+    Stalled = "Stalled"  # the target claims running, nothing moved for several checks
+    RunawayLoop = "RunawayLoop"  # acts in a row that leave the target state unchanged
+    Failing = "Failing"  # the last steps failed to run
+    Unknown = "Unknown"  # no check yet
+
+
+class HealthState(Model):
+    """The monitor's health and the streaks it is decided from."""
+
+    state: Health = Health.Unknown
+    message: Annotated[str, Field(max_length=1000)] = ""
+    since: datetime | None = Field(default=None, description="When the state last changed.")
+    stalledChecks: Count = Field(
+        default=0, description="Checks in a row that claimed running work with nothing moved."
+    )
+    fingerprint: Annotated[str, Field(max_length=64)] = Field(
+        default="", description="What the last check saw move (work state, progress values)."
+    )
+    loopActs: Count = Field(
+        default=0, description="Act steps in a row on one unchanged target-state ID."
+    )
+    loopTargetStateId: Annotated[str, Field(max_length=200)] = ""
+    failedSteps: Count = Field(default=0, description="Steps in a row that failed to run.")
+    recoveredStall: Annotated[str, Field(max_length=64)] = Field(
+        default="", description="The stalled state its one automatic recovery ran for."
+    )
+
+
 PREVIOUS_RUNS_KEPT = 5
 
 
@@ -591,6 +623,7 @@ class MonitorStatus(Model):
     step: StepInFlight | None = None
     stop: StopInfo | None = None
     conditions: Annotated[list[Condition], Field(max_length=8)] = Field(default_factory=list)
+    health: HealthState = Field(default_factory=HealthState)
     observedGeneration: Annotated[int, Field(ge=0)] | None = None
     activity: Activity = Field(default=Activity.starting, description="What runs now.")
     modelUsage: ModelUsage = Field(default_factory=ModelUsage)
@@ -628,6 +661,9 @@ class StepInput(Model):
         default_factory=list
     )
     action: ActionRequest | None = Field(default=None, description="For act and repair steps.")
+    health: Annotated[str, Field(max_length=1000)] = Field(
+        default="", description="What the engine sees wrong with the run, for the observe step."
+    )
 
 
 # --- the MonitorStep resource ------------------------------------------------------------

@@ -193,6 +193,9 @@ def observe_user_prompt(step: StepInput, *, fence_id: str, namespace: str, now: 
         if step.authorizedActions
         else "none recorded yet"
     )
+    health = ""
+    if step.health:
+        health = f"\n## Health of this run (seen by the operator)\n{step.health}\n"
     return f"""\
 ## Task
 {step.task}
@@ -218,7 +221,7 @@ Current time (UTC): {now.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 ## Progress and estimates so far
 {step.progressSummary or "none"}
-
+{health}
 Observe the target now (read-only), then call final_result with your observation."""
 
 

@@ -412,7 +412,7 @@ async def test_a_refusal_no_retry_can_fix_shows_on_the_monitor_until_it_is_over(
         await reconciler.reconcile(NS, "build")
     await reconciler.reconcile(NS, "build")
     st = status(api)
-    assert [c["type"] for c in st["conditions"]] == ["Ready", "Progressing"]
+    assert [c["type"] for c in st["conditions"]] == ["Ready", "Progressing", "Healthy"]
     assert st["step"]["kind"] == "observe" and api.get(
         "Job", NS, step_in_flight(api)["metadata"]["name"]
     )

@@ -18,6 +18,7 @@ def test_defaults() -> None:
     )
     assert settings.minute == timedelta(minutes=1)
     assert settings.namespaces == []
+    assert settings.stallChecks == 3
 
 
 def test_values_and_passthrough() -> None:
@@ -27,12 +28,18 @@ def test_values_and_passthrough() -> None:
             "GOALKEEPER_NAMESPACES": "a, b,,",
             "GOALKEEPER_STEP_HISTORY": "5",
             "GOALKEEPER_REQUEST_LIMIT": "12",
+            "GOALKEEPER_ROUTED_OUTPUT": "true",
+            "GOALKEEPER_STALL_CHECKS": "5",
             "UNRELATED": "x",
         }
     )
     assert settings.namespaces == ["a", "b"]
+    assert settings.stallChecks == 5
     assert settings.stepHistory == 5
-    assert settings.stepEnv == {"GOALKEEPER_REQUEST_LIMIT": "12"}
+    assert settings.stepEnv == {
+        "GOALKEEPER_REQUEST_LIMIT": "12",
+        "GOALKEEPER_ROUTED_OUTPUT": "true",
+    }
 
 
 @pytest.mark.parametrize(
@@ -43,6 +50,8 @@ def test_values_and_passthrough() -> None:
         ({"GOALKEEPER_STEP_DEADLINE_SECONDS": "5"}, "GOALKEEPER_STEP_DEADLINE_SECONDS"),
         ({"GOALKEEPER_TIME_SCALE": "0"}, "GOALKEEPER_TIME_SCALE"),
         ({"GOALKEEPER_STEP_HISTORY": "many"}, "GOALKEEPER_STEP_HISTORY: Input should be a valid"),
+        ({"GOALKEEPER_STALL_CHECKS": "0"}, "GOALKEEPER_STALL_CHECKS: Input should be greater"),
+        ({"GOALKEEPER_STALL_CHECKS": "101"}, "GOALKEEPER_STALL_CHECKS: Input should be less"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], fragment: str) -> None:
