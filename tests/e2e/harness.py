@@ -431,6 +431,38 @@ def report_text(event: Any) -> str:
     return str((event.metadata.annotations or {}).get("goalkeeper.dev/report", ""))
 
 
+def start_dev(tmp_path: Path, **env: str) -> tuple[subprocess.Popen[str], Path]:
+    """`goalkeeper dev` as a user starts it: no GOALKEEPER_ setting but `env` (and
+    GOALKEEPER_MODELS_DIR, where the local model's weights are kept). Its output goes to
+    the returned dev.log."""
+    inherited = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("GOALKEEPER_") or k == "GOALKEEPER_MODELS_DIR"
+    }
+    inherited.update(PYTHONUNBUFFERED="1", GOALKEEPER_DEV_LOGS=str(tmp_path / "dev-logs"))
+    log_path = tmp_path / "dev.log"
+    dev = subprocess.Popen(
+        [str(BIN / "goalkeeper"), "dev"],
+        cwd=ROOT,
+        env={**inherited, **env},
+        stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return dev, log_path
+
+
+def dev_kubectl(log_path: Path) -> list[str] | None:
+    """The kubectl command the export lines `goalkeeper dev` printed name, once printed."""
+    text = log_path.read_text()
+    config = re.search(r"^export KUBECONFIG=(\S+)$", text, re.M)
+    path = re.search(r"^export PATH=(\S+):\$PATH$", text, re.M)
+    if config is None or path is None:
+        return None
+    return [str(Path(path.group(1)) / "kubectl"), "--kubeconfig", config.group(1)]
+
+
 def wait_until(
     predicate: Callable[[], Any],
     timeout: float,

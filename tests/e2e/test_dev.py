@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import ROOT, wait_until
+from tests.e2e.harness import ROOT, dev_kubectl, start_dev, wait_until
 from tests.support.model_server import Final, ModelServer
 from tests.support.observations import observation_dict
 
@@ -42,37 +42,15 @@ def model() -> Iterator[ModelServer]:
 
 
 def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelServer) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GOALKEEPER_")}
-    env["PYTHONUNBUFFERED"] = "1"
-    env["GOALKEEPER_DEV_LOGS"] = str(tmp_path / "dev-logs")
     # A configured model wins over the local one `make dev` serves without it.
-    env["GOALKEEPER_MODEL"] = f"openai:{model.model}"
-    env["GOALKEEPER_MODEL_BASE_URL"] = model.base_url
-    log = (tmp_path / "dev.log").open("w+")
-    dev = subprocess.Popen(
-        [str(BIN / "goalkeeper"), "dev"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
+    dev, log_path = start_dev(
+        tmp_path, GOALKEEPER_MODEL=f"openai:{model.model}", GOALKEEPER_MODEL_BASE_URL=model.base_url
     )
     try:
-
-        def exported() -> str | None:
-            found = re.search(
-                r"^export KUBECONFIG=(\S+)$", (tmp_path / "dev.log").read_text(), re.M
-            )
-            return found.group(1) if found else None
-
-        kubeconfig = wait_until(
-            exported, 180, "the export line", lambda: (tmp_path / "dev.log").read_text()
+        kubectl = wait_until(
+            lambda: dev_kubectl(log_path), 180, "the export lines", log_path.read_text
         )
-        path_line = re.search(
-            r"^export PATH=(\S+):\$PATH$", (tmp_path / "dev.log").read_text(), re.M
-        )
-        assert path_line is not None
-        kubectl = [str(Path(path_line.group(1)) / "kubectl"), "--kubeconfig", kubeconfig]
+        kubeconfig = kubectl[-1]
         cluster_dir = str(Path(kubeconfig).parent)
         assert processes_mentioning(cluster_dir), "control plane processes run"
 
@@ -100,11 +78,9 @@ def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelSer
             ).stdout
             return out or None
 
-        reason = wait_until(
-            stop_reason, 180, "the monitor to stop", lambda: (tmp_path / "dev.log").read_text()
-        )
+        reason = wait_until(stop_reason, 180, "the monitor to stop", log_path.read_text)
         assert reason == "goalComplete"
-        text = (tmp_path / "dev.log").read_text()
+        text = log_path.read_text()
         assert f"model: openai:{model.model} at {model.base_url}" in text
         assert model.requests, "the observe step ran through dev's pod runner"
         # the operator's first requests found the API server ready: no ERROR line
@@ -115,7 +91,11 @@ def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelSer
         assert Path(logs_line.group(1)).is_dir()
         shown = subprocess.run(
             [str(BIN / "goalkeeper"), "logs", "nightly-render"],
-            env={**env, "KUBECONFIG": kubeconfig},
+            env={
+                **{k: v for k, v in os.environ.items() if not k.startswith("GOALKEEPER_")},
+                "GOALKEEPER_DEV_LOGS": str(tmp_path / "dev-logs"),
+                "KUBECONFIG": kubeconfig,
+            },
             capture_output=True,
             text=True,
             timeout=60,
@@ -125,7 +105,7 @@ def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelSer
     finally:
         dev.send_signal(signal.SIGINT)
         code = dev.wait(60)
-    assert code == 0, (tmp_path / "dev.log").read_text()[-5000:]
+    assert code == 0, log_path.read_text()[-5000:]
     # Reaped children can linger in the process table for a moment: wait, with a deadline.
     wait_until(lambda: processes_mentioning(cluster_dir) == [], 30, "every child to be stopped")
 

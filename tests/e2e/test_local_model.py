@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -27,11 +26,10 @@ import pytest
 import yaml
 
 from goalkeeper.core.models import Observation, StopReason
-from tests.e2e.harness import ROOT, wait_until
+from tests.e2e.harness import ROOT, dev_kubectl, start_dev, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_model]
 
-BIN = Path(sys.executable).parent
 # Generous: each step's first request reads some 2,500 prompt tokens at 30 a second on 2
 # idle cores, a loaded machine is several times slower, and up to maxChecks steps may run.
 STOP_TIMEOUT_SECONDS = 3000
@@ -45,39 +43,20 @@ JOB = "render-part-2"
 def test_the_local_model_runs_the_demo_and_stays_inside_its_authority(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # No model configured: dev serves the local one (from GOALKEEPER_MODELS_DIR when set).
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("GOALKEEPER_") or k == "GOALKEEPER_MODELS_DIR"
-    }
-    env["PYTHONUNBUFFERED"] = "1"
-    env["GOALKEEPER_DEV_LOGS"] = str(tmp_path / "dev-logs")
-    log_path = tmp_path / "dev.log"
-    log = log_path.open("w+")
-    dev = subprocess.Popen(
-        [str(BIN / "goalkeeper"), "dev"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    # No model configured: dev serves the local one.
+    dev, log_path = start_dev(tmp_path)
     began = time.monotonic()
     watch: subprocess.Popen[bytes] | None = None
     try:
 
-        def exported() -> str | None:
-            text = log_path.read_text()
-            found = re.search(r"^export KUBECONFIG=(\S+)$", text, re.M)
-            served = re.search(r"^model: \S+\.gguf \(no GOALKEEPER_MODEL set\)", text, re.M)
-            return found.group(1) if found and served else None
+        def served() -> list[str] | None:
+            model = re.search(
+                r"^model: \S+\.gguf \(no GOALKEEPER_MODEL set\)", log_path.read_text(), re.M
+            )
+            return dev_kubectl(log_path) if model else None
 
         # The first run on a machine downloads the weights before the model is served.
-        kubeconfig = wait_until(exported, 1800, "the local model served", log_path.read_text)
-        path_line = re.search(r"^export PATH=(\S+):\$PATH$", log_path.read_text(), re.M)
-        assert path_line is not None
-        kubectl = [str(Path(path_line.group(1)) / "kubectl"), "--kubeconfig", kubeconfig]
+        kubectl = wait_until(served, 1800, "the local model served", log_path.read_text)
 
         def run(*args: str, stdin: str | None = None) -> str:
             done = subprocess.run(

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
+from tests.support.engine_loop import T0, Loop
 from tests.support.observations import AUTHORIZED, action, contract, observation, result
 
 from goalkeeper.core.engine import (
     TIMER_JOB_GRACE,
     Cancelled,
     EmitReport,
-    Event,
     LaunchStep,
     Notify,
     ObservationAccepted,
@@ -34,41 +34,6 @@ from goalkeeper.core.models import (
     StepKind,
     StopReason,
 )
-
-T0 = datetime(2026, 8, 16, 10, 15, 30, tzinfo=UTC)
-
-
-class Loop:
-    """Drives the engine as the operator would, keeping status and a clock."""
-
-    def __init__(self, **spec: object) -> None:
-        self.spec = MonitorSpec.model_validate({"task": "Finish the nightly build.", **spec})
-        self.status = MonitorStatus()
-        self.now = T0
-        self.log: list[object] = []
-
-    def send(self, event: Event) -> tuple[object, ...]:
-        decision = decide(self.spec, self.status, event, self.now)
-        self.status = decision.status
-        self.log.extend(decision.effects)
-        return decision.effects
-
-    @property
-    def seq(self) -> int:
-        assert self.status.step is not None, "no step in flight"
-        return self.status.step.seq
-
-    def start(self) -> tuple[object, ...]:
-        return self.send(Started(generation=1))
-
-    def observe(self, obs: Observation) -> tuple[object, ...]:
-        return self.send(ObservationAccepted(self.seq, obs))
-
-    def finish(self, outcome: str = "succeeded", **kw: object) -> tuple[object, ...]:
-        return self.send(StepFinished(self.seq, result(outcome, **kw)))
-
-    def later(self, minutes: float) -> None:
-        self.now += timedelta(minutes=minutes)
 
 
 def kinds(effects: tuple[object, ...]) -> list[str]:

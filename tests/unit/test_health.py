@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.support.engine_loop import T0, Loop
 from tests.support.observations import action, observation, result, track
 
 from goalkeeper.core.engine import (
-    Decision,
-    Event,
     LaunchStep,
     Notify,
     ObservationAccepted,
@@ -20,57 +19,35 @@ from goalkeeper.core.engine import (
     StepFinished,
     StopMonitor,
     TimerDue,
-    decide,
 )
 from goalkeeper.core.health import FAILING_STEPS, LOOP_ACTS, STALL_CHECKS
 from goalkeeper.core.models import (
     ConditionStatus,
     Health,
-    MonitorSpec,
     MonitorState,
     MonitorStatus,
     Observation,
+    StepInput,
     StepKind,
     StopReason,
 )
 
-T0 = datetime(2026, 8, 16, 10, 0, tzinfo=UTC)
 
-
-class Loop:
-    """The engine driven as the operator drives it, with a clock."""
-
-    def __init__(self, **spec: Any) -> None:
-        self.spec = MonitorSpec.model_validate({"task": "Finish Job build.", **spec})
-        self.status = MonitorStatus()
-        self.now = T0
-        self.decisions: list[Decision] = []
-
-    def send(self, event: Event, **options: Any) -> Decision:
-        decision = decide(self.spec, self.status, event, self.now, **options)
-        self.status = decision.status
-        self.decisions.append(decision)
-        return decision
-
-    @property
-    def seq(self) -> int:
-        assert self.status.step is not None, "no step in flight"
-        return self.status.step.seq
-
-    def observe(self, obs: Observation, **options: Any) -> Decision:
-        decision = self.send(ObservationAccepted(self.seq, obs), **options)
-        if self.status.step is None and self.status.monitor is MonitorState.active:
-            self.now += timedelta(minutes=30)
-            self.send(TimerDue())
-        return decision
+def check(loop: Loop, obs: Observation) -> tuple[object, ...]:
+    """One accepted check; a wait is followed by its timer, so the next check's step runs."""
+    effects = loop.observe(obs)
+    if loop.status.step is None and loop.status.monitor is MonitorState.active:
+        loop.later(30)
+        loop.send(TimerDue())
+    return effects
 
 
 def running(done: float, **overrides: Any) -> Observation:
     return observation("wait", progress=[track("modules", done, 27, T0)], **overrides)
 
 
-def health_events(decision: Decision) -> list[Notify]:
-    return [e for e in decision.effects if isinstance(e, Notify) and e.reason == "Health"]
+def health_events(effects: tuple[object, ...]) -> list[Notify]:
+    return [e for e in effects if isinstance(e, Notify) and e.reason == "Health"]
 
 
 def condition(status: MonitorStatus) -> tuple[ConditionStatus, str]:
@@ -78,9 +55,8 @@ def condition(status: MonitorStatus) -> tuple[ConditionStatus, str]:
     return healthy.status, healthy.reason
 
 
-def launched_input(decision: Decision) -> Any:
-    (launch,) = [e for e in decision.effects if isinstance(e, LaunchStep)]
-    return launch.input
+def last_input(loop: Loop) -> StepInput:
+    return [e for e in loop.log if isinstance(e, LaunchStep)][-1].input
 
 
 def test_unknown_before_the_first_check_and_healthy_after_it_without_an_event() -> None:
@@ -88,7 +64,7 @@ def test_unknown_before_the_first_check_and_healthy_after_it_without_an_event() 
     loop.send(Started(generation=1))
     assert loop.status.health.state is Health.Unknown
     assert condition(loop.status) == (ConditionStatus.unknown, "Unknown")
-    first = loop.observe(running(21))
+    first = check(loop, running(21))
     assert loop.status.health.state is Health.Healthy
     assert condition(loop.status) == (ConditionStatus.true, "Healthy")
     assert health_events(first) == []
@@ -97,46 +73,49 @@ def test_unknown_before_the_first_check_and_healthy_after_it_without_an_event() 
 def test_a_target_that_claims_running_with_nothing_moving_is_stalled() -> None:
     loop = Loop()
     loop.send(Started(generation=1))
-    loop.observe(running(21))
+    check(loop, running(21))
     for _ in range(STALL_CHECKS - 1):
-        assert not health_events(loop.observe(running(21)))
+        assert not health_events(check(loop, running(21)))
         assert loop.status.health.state is Health.Healthy
-    stalled = loop.observe(running(21))
+    healthy_since = loop.status.health.since
+    stalled = check(loop, running(21))
     assert loop.status.health.state is Health.Stalled
-    assert loop.status.health.since == loop.decisions[-2].status.health.since
+    assert healthy_since is not None and loop.status.health.since == loop.now - timedelta(
+        minutes=30
+    )
     (event,) = health_events(stalled)
     assert event.warning and event.message.startswith("Health Healthy -> Stalled: ")
     assert condition(loop.status) == (ConditionStatus.false, "Stalled")
     # The next observe step is told, with what it may do about it.
-    note = launched_input(loop.decisions[-1]).health
+    note = last_input(loop).health
     assert "nothing it shows moved for 3 checks" in note and "kind recover" in note
     # One more such check changes nothing: no second event.
-    assert health_events(loop.observe(running(21))) == []
+    assert health_events(check(loop, running(21))) == []
 
 
 def test_moving_progress_or_an_idle_target_is_never_stalled() -> None:
     loop = Loop()
     loop.send(Started(generation=1))
     for done in range(10, 10 + 3 * STALL_CHECKS):
-        loop.observe(running(done))
+        check(loop, running(done))
         assert loop.status.health.state is Health.Healthy
     for _ in range(3 * STALL_CHECKS):
-        loop.observe(running(21, work="waiting"))
+        check(loop, running(21, work="waiting"))
         assert loop.status.health.state is Health.Healthy
 
 
 def test_the_stall_threshold_is_a_setting() -> None:
-    loop = Loop()
+    loop = Loop(options={"stall_checks": 1})
     loop.send(Started(generation=1))
-    loop.observe(running(21), stall_checks=1)
-    loop.observe(running(21), stall_checks=1)
+    check(loop, running(21))
+    check(loop, running(21))
     assert loop.status.health.state is Health.Stalled
 
 
 def stall(loop: Loop) -> None:
     loop.send(Started(generation=1))
     for _ in range(STALL_CHECKS + 1):
-        loop.observe(running(21))
+        check(loop, running(21))
     assert loop.status.health.state is Health.Stalled
 
 
@@ -152,13 +131,13 @@ def recovery(**overrides: Any) -> Observation:
 def test_a_stall_gets_one_recovery_and_the_same_stall_after_it_stops_the_monitor() -> None:
     loop = Loop()
     stall(loop)
-    acted = loop.observe(recovery())
-    assert [e.kind for e in acted.effects if isinstance(e, LaunchStep)] == [StepKind.act]
+    acted = check(loop, recovery())
+    assert [e.kind for e in acted if isinstance(e, LaunchStep)] == [StepKind.act]
     assert loop.status.health.recoveredStall == loop.status.health.fingerprint
     loop.send(StepFinished(loop.seq, result()))
     # Observed again at once: still running, still nothing moved, in the same state.
-    again = loop.observe(running(21))
-    (stop,) = [e for e in again.effects if isinstance(e, StopMonitor)]
+    again = check(loop, running(21))
+    (stop,) = [e for e in again if isinstance(e, StopMonitor)]
     assert stop.reason is StopReason.blocked
     assert "stalled again in the same state after its one automatic recovery" in stop.message
 
@@ -166,9 +145,9 @@ def test_a_stall_gets_one_recovery_and_the_same_stall_after_it_stops_the_monitor
 def test_a_recovery_that_moves_the_target_ends_the_stall() -> None:
     loop = Loop()
     stall(loop)
-    loop.observe(recovery())
+    check(loop, recovery())
     loop.send(StepFinished(loop.seq, result()))
-    moved = loop.observe(running(22))
+    moved = check(loop, running(22))
     assert loop.status.monitor is MonitorState.active
     assert loop.status.health.state is Health.Healthy
     (event,) = health_events(moved)
@@ -182,10 +161,11 @@ def test_acts_that_leave_one_target_state_unchanged_are_a_runaway_loop() -> None
     for n in range(LOOP_ACTS):
         # A different failure each time: the attempt limit per failure never trips.
         decisions.append(
-            loop.observe(
+            check(
+                loop,
                 observation(
                     "act", action=action(failureId=f"failure-{n}", targetStateId="build-21")
-                )
+                ),
             )
         )
         if loop.status.step is not None and loop.status.step.kind is StepKind.act:
@@ -194,28 +174,28 @@ def test_acts_that_leave_one_target_state_unchanged_are_a_runaway_loop() -> None
     assert "3 actions in a row left target state 'build-21' unchanged" in loop.status.health.message
     assert [len(health_events(d)) for d in decisions] == [0, 0, 1]
     # A wait (the target moved on) ends it.
-    loop.observe(running(22))
+    check(loop, running(22))
     assert loop.status.health.state is Health.Healthy
 
 
 def test_steps_that_fail_to_run_are_failing_until_a_check_is_accepted() -> None:
     loop = Loop()
     loop.send(Started(generation=1))
-    loop.observe(running(21))
+    check(loop, running(21))
     failures = [loop.send(StepFailed(loop.seq, "HTTP 503 from the model")) for _ in range(2)]
     assert FAILING_STEPS == 2
     assert loop.status.health.state is Health.Failing
     assert [len(health_events(d)) for d in failures] == [0, 1]
     assert condition(loop.status) == (ConditionStatus.false, "Failing")
-    assert launched_input(failures[-1]).health == "The last 2 steps failed to run."
-    loop.observe(running(22))
+    assert last_input(loop).health == "The last 2 steps failed to run."
+    check(loop, running(22))
     assert loop.status.health.state is Health.Healthy
 
 
 def test_a_spec_edit_starts_the_new_run_with_unknown_health() -> None:
     loop = Loop()
     stall(loop)
-    loop.observe(observation("stop", stopReason="materialBlocker", work="blocked"))
+    check(loop, observation("stop", stopReason="materialBlocker", work="blocked"))
     assert loop.status.monitor is MonitorState.stopped
     loop.send(Started(generation=2))
     assert loop.status.health.state is Health.Unknown
@@ -241,10 +221,10 @@ def test_health_changes_at_most_once_per_decision_and_between_checks_only_to_fai
             continue
         before = loop.status.health.state
         if loop.status.step.kind is not StepKind.observe:
-            decision = loop.send(StepFinished(loop.seq, result()))
+            effects = loop.send(StepFinished(loop.seq, result()))
             check = False
         elif what == "fail":
-            decision = loop.send(StepFailed(loop.seq, "HTTP 503"))
+            effects = loop.send(StepFailed(loop.seq, "HTTP 503"))
             check = False
         else:
             done += what == "wait-moved"
@@ -253,12 +233,12 @@ def test_health_changes_at_most_once_per_decision_and_between_checks_only_to_fai
             elif what == "idle":
                 answer = running(done, work="waiting")
             elif what == "act-same":
-                answer = observation("act", action=action(failureId=f"f{len(loop.decisions)}"))
+                answer = observation("act", action=action(failureId=f"f{len(loop.log)}"))
             else:
-                answer = observation("act", action=action(targetStateId=f"s{len(loop.decisions)}"))
-            decision = loop.send(ObservationAccepted(loop.seq, answer))
+                answer = observation("act", action=action(targetStateId=f"s{len(loop.log)}"))
+            effects = loop.send(ObservationAccepted(loop.seq, answer))
             check = True
-        after = decision.status.health.state
-        assert len(health_events(decision)) <= 1
+        after = loop.status.health.state
+        assert len(health_events(effects)) <= 1
         if after is not before and not check:
             assert after is Health.Failing, (before, after, what)

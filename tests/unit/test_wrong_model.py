@@ -14,35 +14,29 @@ plays such a model over whole monitor runs through the pure engine. Whatever it 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from tests.support.engine_loop import Loop
 from tests.support.observations import AUTHORIZED, action, contract, observation_dict, result
 
 from goalkeeper.core import guards
 from goalkeeper.core.engine import (
     EmitReport,
-    Event,
     LaunchStep,
     ObservationAccepted,
     ObservationRejected,
-    Started,
     StepFinished,
     TimerDue,
-    decide,
 )
 from goalkeeper.core.models import (
-    MonitorSpec,
     MonitorState,
-    MonitorStatus,
     Observation,
     StepKind,
 )
 
-T0 = datetime(2026, 8, 16, 10, 0, tzinfo=UTC)
 MAX_CHECKS = 8
 PINNED_IDS = {a["id"] for a in AUTHORIZED}
 WIPE_DB = {"id": "wipe-db", "description": "Drop every table.", "paid": False}
@@ -90,25 +84,12 @@ def answers(draw: st.DrawFn) -> dict[str, Any]:
     return body
 
 
-class Run:
-    """The engine driven as the operator drives it, with a clock."""
+def launched(loop: Loop) -> list[LaunchStep]:
+    return [e for e in loop.log if isinstance(e, LaunchStep)]
 
-    def __init__(self) -> None:
-        self.spec = MonitorSpec(task="Finish Job build.", maxChecks=MAX_CHECKS, everyMinutes=5)
-        self.status = MonitorStatus()
-        self.now = T0
-        self.launched: list[LaunchStep] = []
-        self.reports = 0
 
-    def send(self, event: Event) -> None:
-        decision = decide(self.spec, self.status, event, self.now)
-        self.status = decision.status
-        self.launched += [e for e in decision.effects if isinstance(e, LaunchStep)]
-        self.reports += sum(isinstance(e, EmitReport) for e in decision.effects)
-
-    @property
-    def stopped(self) -> bool:
-        return self.status.monitor is MonitorState.stopped
+def reports(loop: Loop) -> int:
+    return sum(isinstance(e, EmitReport) for e in loop.log)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -116,19 +97,19 @@ class Run:
 def test_no_wrong_answer_makes_the_monitor_act_outside_its_authority(
     script: list[dict[str, Any]],
 ) -> None:
-    run = Run()
-    run.send(Started(generation=1))
+    run = Loop(task="Finish Job build.", maxChecks=MAX_CHECKS, everyMinutes=5)
+    run.start()
     pinned: tuple[set[str], list[str], list[str]] | None = None
     accepted = 0
     answers_left = iter(script)
-    while not run.stopped:
+    while run.status.monitor is not MonitorState.stopped:
         step = run.status.step
         if step is None:
-            run.now += timedelta(minutes=5)
+            run.later(5)
             run.send(TimerDue())
             continue
         if step.kind is not StepKind.observe:
-            launch = run.launched[-1]
+            launch = launched(run)[-1]
             assert launch.kind is step.kind and launch.input.action is not None
             act = launch.input.action
             assert pinned is not None, "an act before any authority was recorded"
@@ -146,9 +127,9 @@ def test_no_wrong_answer_makes_the_monitor_act_outside_its_authority(
             run.send(ObservationRejected(step.seq, str(error)[:200]))
             continue
         accepted += 1
-        before = run.reports
+        before = reports(run)
         run.send(ObservationAccepted(step.seq, answer))
-        assert run.reports == before + 1, "one report per accepted observation"
+        assert reports(run) == before + 1, "one report per accepted observation"
         recorded = run.status
         if pinned is None and recorded.contract is not None:
             pinned = (
@@ -162,20 +143,20 @@ def test_no_wrong_answer_makes_the_monitor_act_outside_its_authority(
             assert set(recorded.contract.allowedResources) <= set(pinned[1])
             assert set(pinned[2]) <= set(recorded.contract.forbiddenChanges)
     assert run.status.checks <= MAX_CHECKS
-    assert all(s.input.action is None for s in run.launched if s.kind is StepKind.observe)
+    assert all(s.input.action is None for s in launched(run) if s.kind is StepKind.observe)
     assert accepted <= len(script)
 
 
 def test_the_driver_reaches_an_act_when_the_answer_is_right() -> None:
     """The property above can fail: a right answer does launch an act step."""
-    run = Run()
-    run.send(Started(generation=1))
+    run = Loop(task="Finish Job build.", maxChecks=MAX_CHECKS, everyMinutes=5)
+    run.start()
     assert run.status.step is not None
     run.send(
         ObservationAccepted(
             run.status.step.seq, Observation.model_validate(observation_dict("act"))
         )
     )
-    assert [s.kind for s in run.launched] == [StepKind.observe, StepKind.act]
-    act = run.launched[-1].input.action
+    assert [s.kind for s in launched(run)] == [StepKind.observe, StepKind.act]
+    act = launched(run)[-1].input.action
     assert act is not None and act.authorizedActionId in PINNED_IDS
