@@ -133,7 +133,14 @@ def model_for_steps(
         print(f"model: {settings.model}{where}", flush=True)
         yield {}
         return
-    from goalkeeper.localmodel.server import ALIAS, ServeError, free_port, model_file, wait_ready
+    from goalkeeper.localmodel.server import (
+        ALIAS,
+        STEP_SETTINGS,
+        ServeError,
+        free_port,
+        model_file,
+        wait_ready,
+    )
     from goalkeeper.localmodel.weights import DEFAULT, FetchError, cached
 
     if not os.environ.get("GOALKEEPER_LOCAL_MODEL") and cached(DEFAULT) is None:
@@ -171,10 +178,7 @@ def model_for_steps(
             yield {
                 # A step's first request reads the whole prompt: minutes on a small machine.
                 "GOALKEEPER_HTTP_TIMEOUT_SECONDS": str(LOCAL_MODEL_HTTP_TIMEOUT_SECONDS),
-                # Its grammar then holds the model to the route's rules (step/routed.py),
-                # and a worked example shows it a sound answer.
-                "GOALKEEPER_ROUTED_OUTPUT": "true",
-                "GOALKEEPER_WORKED_EXAMPLES": "true",
+                **STEP_SETTINGS,
             }
         finally:
             _terminate(server)

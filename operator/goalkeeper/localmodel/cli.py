@@ -8,7 +8,14 @@ import sys
 import threading
 from typing import Any
 
-from goalkeeper.localmodel.server import ALIAS, LocalServer, ServeError, ServeOptions, model_file
+from goalkeeper.localmodel.server import (
+    ALIAS,
+    STEP_SETTINGS,
+    LocalServer,
+    ServeError,
+    ServeOptions,
+    model_file,
+)
 from goalkeeper.localmodel.weights import DEFAULT, FetchError, fetch
 
 
@@ -31,7 +38,9 @@ def _serve(args: argparse.Namespace) -> int:
     server = LocalServer(path, options)
     server.wait_ready()
     print(f"serving {path.name} at {server.base_url}", file=sys.stderr)
-    print(f"GOALKEEPER_MODEL=openai:{ALIAS} GOALKEEPER_MODEL_BASE_URL={server.base_url}")
+    settings = [f"GOALKEEPER_MODEL=openai:{ALIAS}", f"GOALKEEPER_MODEL_BASE_URL={server.base_url}"]
+    settings += [f"{name}={value}" for name, value in STEP_SETTINGS.items()]
+    print(" ".join(settings))
     sys.stdout.flush()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -34,6 +34,11 @@ READY_TIMEOUT_SECONDS = 300
 CHAT_TEMPLATE = resources.files(__package__).joinpath("chat_template.jinja").read_text()
 
 
+# What the steps need to answer well on this model: its grammar holds the observation to
+# the route's rules (step/routed.py), and a worked example shows a sound answer.
+STEP_SETTINGS = {"GOALKEEPER_ROUTED_OUTPUT": "true", "GOALKEEPER_WORKED_EXAMPLES": "true"}
+
+
 class ServeError(Exception):
     """The local model could not be served; the message says what to do."""
 

@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from goalkeeper.localmodel.server import CHAT_TEMPLATE, ServeError, ServeOptions, model_file
+from goalkeeper.localmodel.server import (
+    CHAT_TEMPLATE,
+    STEP_SETTINGS,
+    ServeError,
+    ServeOptions,
+    model_file,
+)
 from goalkeeper.localmodel.weights import Weights
+from goalkeeper.step.settings import load_settings
 
 
 @pytest.mark.parametrize(
@@ -50,3 +57,16 @@ def test_the_tool_call_instruction_shows_a_call_as_the_model_must_write_it() -> 
     # copied them; the example must be one JSON object inside the tags llama.cpp parses.
     assert '{{\\"name\\"' not in CHAT_TEMPLATE
     assert '<tool_call>\\n{\\"name\\": \\"<function-name>\\", \\"arguments\\"' in CHAT_TEMPLATE
+
+
+def test_the_settings_printed_for_the_steps_are_the_steps_own() -> None:
+    # `serve` prints them and `goalkeeper dev` hands them to the steps: a typo would be
+    # silently ignored, so they must parse as the step settings they name.
+    settings = load_settings(
+        {
+            **STEP_SETTINGS,
+            "GOALKEEPER_MODEL": "openai:local",
+            "GOALKEEPER_MODEL_BASE_URL": "http://127.0.0.1:1/v1",
+        }
+    )
+    assert settings.routed_output and settings.worked_examples
