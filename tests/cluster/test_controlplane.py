@@ -100,7 +100,7 @@ def test_kubectl_get_monitors_columns(control_plane: ControlPlane, namespace: st
     print(got.stdout)
     header = got.stdout.splitlines()[0].split()
     # "NEXT CHECK" is two words in the header.
-    assert header[:9] == [
+    assert header[:10] == [
         "NAME",
         "GOAL",
         "WORK",
@@ -109,6 +109,7 @@ def test_kubectl_get_monitors_columns(control_plane: ControlPlane, namespace: st
         "NEXT",
         "CHECK",
         "STEP",
+        "HEALTH",
         "AGE",
     ]
     assert "nightly" in got.stdout
