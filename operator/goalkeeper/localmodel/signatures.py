@@ -128,9 +128,7 @@ class _Writer:
         lines, types = [], {}
         for key, value in fields.items():
             types[key] = self.type(value)
-            note = self.note(value)
-            optional = "" if key in required else "?"
-            lines.append(f"{indent}{key}{optional}: {types[key]}" + (NOTE + note if note else ""))
+            lines.append(_field_line(indent, key, key in required, types[key], self.note(value)))
         return lines, types
 
     def define(self, name: str, schema: Json) -> None:
@@ -152,6 +150,11 @@ class _Writer:
         self.fields_of[name] = types
         head = f"  type {name}" + (NOTE + _description(schema) if _description(schema) else "")
         self.named[name] = [head, *lines]
+
+
+def _field_line(indent: str, key: str, required: bool, rendered: str, note: str) -> str:
+    """One field: its name (`?` when it may be left out), its type and what it means."""
+    return f"{indent}{key}{'' if required else '?'}: {rendered}" + (NOTE + note if note else "")
 
 
 def _parts(rendered: str) -> set[str]:
@@ -183,11 +186,9 @@ def _cases(writer: _Writer, variants: list[Json]) -> list[str]:
                 if part and part not in seen:
                     seen.append(part)
         merged[key] = " | ".join(seen)
-    lines = []
-    for key in order:
-        optional = "" if key in (always or set()) else "?"
-        note = NOTE + notes[key] if notes[key] else ""
-        lines.append(f"  {key}{optional}: {merged[key]}{note}")
+    lines = [
+        _field_line("  ", key, key in (always or set()), merged[key], notes[key]) for key in order
+    ]
     lines.append("  Exactly one of these cases:")
     for types in per_variant:
         bound = [
