@@ -131,6 +131,8 @@ def test_chart_lints_clean(offline_helm: Helm) -> None:
         ("leaderElection.leaseSeconds=1", "leaseSeconds"),
         ("metrics.serviceMonitor.interval=often", "interval"),
         ("stallChecks=0", "stallChecks"),
+        ("wakeIntervalSeconds=0", "wakeIntervalSeconds"),
+        ("approvalTimeout=soon", "approvalTimeout"),
     ],
 )
 def test_bad_values_fail_naming_the_field(helm: Helm, setting: str, field: str) -> None:
@@ -193,10 +195,14 @@ def test_values_reach_the_operator(offline_helm: Helm) -> None:
         "--set", "model.apiKeySecret.name=llm",
         "--set", "probes.enabled=true",
         "--set", "stallChecks=5",
+        "--set", "wakeIntervalSeconds=30",
+        "--set", "approvalTimeout=24h",
     )  # fmt: skip
     env = env_of(docs)
     assert env["GOALKEEPER_ACTOR_SERVICE_ACCOUNT"] == "robot"
     assert env["GOALKEEPER_STALL_CHECKS"] == "5"
+    assert env["GOALKEEPER_WAKE_INTERVAL_SECONDS"] == "30"
+    assert env["GOALKEEPER_APPROVAL_TIMEOUT"] == "24h"
     assert env["GOALKEEPER_TOTAL_TOKENS_LIMIT"] == "2000000"
     assert env["GOALKEEPER_COST_LIMIT_USD"] == "0.5"
     assert env["GOALKEEPER_MODEL"] == "anthropic:claude"

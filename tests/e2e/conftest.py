@@ -71,7 +71,9 @@ def operator(
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(operator_kubeconfig, target_ns, model, tmp_path)
+    marker = request.node.get_closest_marker("operator_env")
+    env = dict(marker.kwargs) if marker is not None else {}
+    process = OperatorProcess(operator_kubeconfig, target_ns, model, tmp_path, **env)
     process.start()
     yield process
     process.stop()

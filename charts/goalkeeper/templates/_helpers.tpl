@@ -61,6 +61,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get]
+# list, watch: event wakes watch the target workloads a waiting monitor names.
+- apiGroups: [batch]
+  resources: [cronjobs]
+  verbs: [list, watch]
+- apiGroups: [apps]
+  resources: [deployments, statefulsets, daemonsets, replicasets]
+  verbs: [list, watch]
 {{- end -}}
 
 {{/* Cluster-scoped reads kopf needs to discover resources and namespaces. */}}

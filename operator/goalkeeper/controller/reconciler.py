@@ -15,8 +15,8 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -32,6 +32,7 @@ from goalkeeper.core.engine import (
     PublishSchedule,
     StepFailed,
     StopMonitor,
+    TargetChanged,
     api_recovered,
     api_refused,
     decide,
@@ -46,6 +47,7 @@ from goalkeeper.core.models import (
     MonitorStepStatus,
     StepKind,
     StopReason,
+    WatchTarget,
 )
 from goalkeeper.core.steps import TERMINAL_PHASES, StepFacts, describe_errors, next_event
 
@@ -67,6 +69,21 @@ def _step_status(facts: StepFacts | None) -> MonitorStepStatus | None:
     try:
         return MonitorStepStatus.model_validate(dict(facts.status))
     except ValidationError:
+        return None
+
+
+class Wakes(Protocol):
+    """Changes of watched targets held for their monitors (see targets.py)."""
+
+    def take(self, key: Key) -> tuple[WatchTarget, str] | None: ...
+    def restore(self, key: Key, change: tuple[WatchTarget, str]) -> None: ...
+
+
+class _NoWakes:
+    def take(self, key: Key) -> tuple[WatchTarget, str] | None:
+        return None
+
+    def restore(self, key: Key, change: tuple[WatchTarget, str]) -> None:
         return None
 
 
@@ -103,11 +120,18 @@ def read_status(monitor: Body) -> MonitorStatus | None:
 
 class Reconciler:
     def __init__(
-        self, api: Api, settings: OperatorSettings, clock: Callable[[], datetime] = utcnow
+        self,
+        api: Api,
+        settings: OperatorSettings,
+        clock: Callable[[], datetime] = utcnow,
+        wakes: Wakes | None = None,
     ) -> None:
         self.api = api
         self.settings = settings
         self.clock = clock
+        self.wakes: Wakes = wakes or _NoWakes()
+        # A target change a round took, until the decision made from it is written.
+        self._taken: dict[Key, tuple[WatchTarget, str]] = {}
         # The resourceVersion each monitor settled at, so the watch event of our own
         # status write needs no second reconcile.
         self.settled: dict[Key, str] = {}
@@ -124,6 +148,16 @@ class Reconciler:
         API failures raise the typed errors of `api`; the work queue retries them.
         """
         key = (namespace, name)
+        try:
+            return await self._reconcile(key, fresh)
+        finally:
+            # Not written: the change stays held for the next reconcile.
+            change = self._taken.pop(key, None)
+            if change is not None:
+                self.wakes.restore(key, change)
+
+    async def _reconcile(self, key: Key, fresh: bool) -> MonitorStatus | None:
+        namespace, name = key
         monitor = await self._read_monitor(namespace, name, fresh=fresh)
         status: MonitorStatus | None = None
         for _ in range(MAX_ROUNDS):
@@ -138,6 +172,7 @@ class Reconciler:
             # Getting this far means the API answers again: an earlier refusal is over.
             target = api_recovered(decision.status if decision is not None else status)
             if target == status:
+                self._taken.pop(key, None)  # the change moved nothing
                 self.settled[key] = monitor["metadata"]["resourceVersion"]
                 metrics.set_monitor(namespace, name, status)
                 return status
@@ -153,10 +188,14 @@ class Reconciler:
             except Conflict:
                 # Someone wrote in between, or what we read was stale: decide again from
                 # what the API server has now.
+                change = self._taken.pop(key, None)
+                if change is not None:
+                    self.wakes.restore(key, change)
                 monitor = await self._read_monitor(namespace, name, fresh=True)
             except NotFound:
                 monitor = None
             else:
+                self._taken.pop(key, None)
                 metrics.record_decision(namespace, status, target, _step_status(facts))
                 metrics.set_monitor(namespace, name, target)
                 if decision is not None:
@@ -233,6 +272,12 @@ class Reconciler:
         facts = await self._step_facts(monitor, status, fresh) if status.step is not None else None
         meta = monitor["metadata"]
         event = next_event(status, meta.get("generation"), facts, now)
+        if event is None and status.schedule is not None and status.schedule.watch:
+            key = (meta["namespace"], meta["name"])
+            change = self.wakes.take(key)
+            if change is not None:
+                self._taken[key] = change
+                event = TargetChanged(*change)
         if event is None:
             log.debug("%s/%s: nothing to do", meta["namespace"], meta["name"])
             return None, facts, status
@@ -273,6 +318,7 @@ class Reconciler:
             minute=self.settings.minute,
             model_spend_cap_usd=self.settings.modelSpendCapUsd,
             stall_checks=self.settings.stallChecks,
+            wake_interval=timedelta(seconds=self.settings.wakeIntervalSeconds),
         )
 
     # --- the facts of the step in flight ---

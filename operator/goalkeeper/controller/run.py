@@ -23,6 +23,7 @@ from goalkeeper.controller.leader import LeaderElector, standby_health
 from goalkeeper.controller.manifests import GROUP, LABEL_STEP
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
+from goalkeeper.controller.targets import KubeSource, TargetWatches
 from goalkeeper.controller.workqueue import WorkQueue
 
 log = logging.getLogger("goalkeeper.operator")
@@ -112,7 +113,7 @@ async def run_operator(
         metrics.serve(settings.metricsPort, settings.listenAddress)
         log.info("metrics at http://%s:%d/metrics", settings.listenAddress, settings.metricsPort)
     if not settings.leaderElection:
-        await _run_kopf(kube, settings, stop_flag, ready_flag, lambda: {"leader": True})
+        await _run_kopf(api, kube, settings, stop_flag, ready_flag, lambda: {"leader": True})
         return
 
     identity = settings.identity or socket.gethostname()
@@ -135,7 +136,7 @@ async def run_operator(
         metrics.set_leader(True)
         keeper = asyncio.create_task(elector.keep())
         try:
-            await _run_kopf(kube, settings, stop, ready_flag, elector.state)
+            await _run_kopf(api, kube, settings, stop, ready_flag, elector.state)
         finally:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -148,6 +149,7 @@ async def run_operator(
 
 
 async def _run_kopf(
+    api: Any,
     kube: KubeApi,
     settings: OperatorSettings,
     stop_flag: asyncio.Event | None,
@@ -155,7 +157,9 @@ async def _run_kopf(
     leadership: Callable[[], dict[str, Any]],
 ) -> None:
     cache = WatchCache()
-    reconciler = Reconciler(CachedApi(kube, cache), settings)
+    # A target change names its monitor, like any other trigger.
+    watches = TargetWatches(KubeSource(api), lambda namespace, name: queue.trigger(namespace, name))
+    reconciler = Reconciler(CachedApi(kube, cache), settings, wakes=watches)
     queue = WorkQueue(
         reconciler.reconcile,
         resync_seconds=settings.resyncSeconds,
@@ -163,6 +167,7 @@ async def _run_kopf(
         on_error=metrics.record_error,
         on_retry=metrics.record_retry,
         record_refusal=reconciler.record_refusal,
+        on_wait=watches.want,
     )
     if not settings.model:
         log.warning("GOALKEEPER_MODEL is not set: monitors will stop with that reason")
@@ -191,6 +196,7 @@ async def _run_kopf(
     finally:
         resync.cancel()
         await queue.close()
+        await watches.close()
 
 
 async def _follow(source: asyncio.Event, target: asyncio.Event) -> None:

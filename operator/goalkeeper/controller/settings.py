@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated
@@ -63,6 +64,22 @@ class OperatorSettings(Model):
         description=(
             "GOALKEEPER_STALL_CHECKS: checks in a row that claim running work with nothing "
             "moved before a monitor's health is Stalled."
+        ),
+    )
+    wakeIntervalSeconds: Annotated[float, Field(ge=1, le=86_400)] = Field(
+        default=60.0,
+        description=(
+            "GOALKEEPER_WAKE_INTERVAL_SECONDS: the least time between two checks that a "
+            "change of a watched target starts before their timer; one that comes sooner "
+            "is held until then."
+        ),
+    )
+    approvalTimeout: Annotated[str, Field(pattern=r"^(0|([0-9]{1,6}[smhd]){1,4})$")] = Field(
+        default="0",
+        description=(
+            "GOALKEEPER_APPROVAL_TIMEOUT: how long a paid action that needs approval waits "
+            "for a MonitorApproval (for example 24h, 90m, 1h30m); 0 stops the monitor at "
+            "once, as without approvals."
         ),
     )
     modelSpendCapUsd: Annotated[float, Field(gt=0, le=1e9)] | None = Field(
@@ -126,6 +143,13 @@ class OperatorSettings(Model):
     def minute(self) -> timedelta:
         return timedelta(seconds=self.timeScale)
 
+    @property
+    def approval_window(self) -> timedelta:
+        """The approval timeout as a duration; zero when approvals are off."""
+        units = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+        parts = re.findall(r"([0-9]+)([smhd])", self.approvalTimeout)
+        return timedelta(seconds=sum(int(n) * units[u] for n, u in parts))
+
 
 # Step limits the operator forwards to the step pods (the step validates them).
 STEP_PASSTHROUGH = (
@@ -163,6 +187,8 @@ _FIELDS = {
     "resyncSeconds": "RESYNC_SECONDS",
     "modelSpendCapUsd": "MODEL_SPEND_CAP_USD",
     "stallChecks": "STALL_CHECKS",
+    "wakeIntervalSeconds": "WAKE_INTERVAL_SECONDS",
+    "approvalTimeout": "APPROVAL_TIMEOUT",
     "healthPort": "HEALTH_PORT",
     "metricsPort": "METRICS_PORT",
     "listenAddress": "LISTEN_ADDRESS",

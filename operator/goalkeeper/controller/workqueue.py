@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from goalkeeper.controller.api import Permanent, Transient
-from goalkeeper.core.models import MonitorState, MonitorStatus
+from goalkeeper.core.models import MonitorState, MonitorStatus, WatchTarget
 from goalkeeper.core.steps import next_event
 
 log = logging.getLogger("goalkeeper.workqueue")
@@ -29,6 +29,8 @@ Key = tuple[str, str]
 Reconcile = Callable[[str, str, bool], Awaitable[MonitorStatus | None]]
 # Shows a refusal that retrying cannot fix on the monitor itself (namespace, name, message).
 RecordRefusal = Callable[[str, str, str], Awaitable[None]]
+# Told what each monitor waits on now (nothing once it does not wait): the event wakes.
+OnWait = Callable[[Key, Sequence[WatchTarget]], None]
 
 BACKOFF_FIRST = 0.5
 BACKOFF_CAP = 15.0
@@ -82,6 +84,7 @@ class WorkQueue:
         on_error: Callable[[str], None] | None = None,
         on_retry: Callable[[], None] | None = None,
         record_refusal: RecordRefusal | None = None,
+        on_wait: OnWait | None = None,
     ) -> None:
         self._reconcile = reconcile
         self.resync_seconds = resync_seconds
@@ -91,6 +94,7 @@ class WorkQueue:
         self._on_error = on_error or (lambda _: None)
         self._on_retry = on_retry or (lambda: None)
         self._record_refusal = record_refusal
+        self._on_wait = on_wait or (lambda key, targets: None)
         self._dirty: set[Key] = set()
         self._fresh: set[Key] = set()
         self._workers: dict[Key, asyncio.Task[None]] = {}
@@ -141,6 +145,7 @@ class WorkQueue:
     def forget(self, namespace: str, name: str) -> None:
         key = (namespace, name)
         self.seen.pop(key, None)
+        self._on_wait(key, ())
         self._disarm(key)
         self._dirty.discard(key)
 
@@ -187,9 +192,13 @@ class WorkQueue:
     def _remember(self, key: Key, status: MonitorStatus) -> None:
         active = status.monitor is MonitorState.active
         waiting = active and status.step is None and status.schedule is not None
-        next_check = status.schedule.nextCheckAt if waiting and status.schedule else None
+        next_check = status.schedule.due_at if waiting and status.schedule else None
         step_seq = status.step.seq if status.step is not None else None
         self.seen[key] = Seen(active, next_check, step_seq, status.stepSeq)
+        # A wake held back by the rate limit is in status now: nothing more to hold.
+        held = waiting and status.schedule is not None and status.schedule.wakeAt is not None
+        watch = status.schedule.watch if waiting and status.schedule and not held else ()
+        self._on_wait(key, watch)
         if next_check is None:
             self._disarm(key)
             return

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from goalkeeper.core import guards, health
+from goalkeeper.core import guards, health, wakes
 from goalkeeper.core.budget import fit_status
 from goalkeeper.core.models import (
     PREVIOUS_RUNS_KEPT,
@@ -38,6 +38,7 @@ from goalkeeper.core.models import (
     StepUsage,
     StopInfo,
     StopReason,
+    WatchTarget,
 )
 from goalkeeper.core.progress import prompt_summary, summary_line, update_tracks
 from goalkeeper.core.report import format_report, report_summary, stop_hint
@@ -96,6 +97,15 @@ class TimerDue:
 
 
 @dataclass(frozen=True)
+class TargetChanged:
+    """A watched target object changed materially while the monitor waits (`change`
+    says how, in a few words: `Complete`, `deleted`)."""
+
+    target: WatchTarget
+    change: str
+
+
+@dataclass(frozen=True)
 class Cancelled:
     pass
 
@@ -107,6 +117,7 @@ Event = (
     | StepFinished
     | StepFailed
     | TimerDue
+    | TargetChanged
     | Cancelled
 )
 
@@ -190,11 +201,13 @@ def decide(
     minute: timedelta = MINUTE,
     model_spend_cap_usd: float | None = None,
     stall_checks: int = health.STALL_CHECKS,
+    wake_interval: timedelta = wakes.WAKE_INTERVAL,
 ) -> Decision:
     """The next status and the effects to carry out, in order.
 
     `minute` is the length of one `everyMinutes` minute; only tests shorten it.
     `stall_checks` is how many checks in a row with nothing moved make a target stalled.
+    `wake_interval` is the least time between two checks a target change starts early.
     """
     if status.monitor is MonitorState.stopped:
         if not _restarts(status, event):
@@ -203,6 +216,7 @@ def decide(
     turn = _Turn(spec, status.model_copy(deep=True), now, minute)
     turn.spend_cap = model_spend_cap_usd
     turn.stall_checks = stall_checks
+    turn.wake_interval = wake_interval
     # A finished step's model usage counts once, when the step in flight reports it.
     usage, seq = getattr(event, "usage", None), getattr(event, "seq", None)
     if usage is not None and seq is not None and turn.owns(seq, observe=None):
@@ -224,6 +238,8 @@ def decide(
                 turn.failed(message, permanent)
         case TimerDue():
             turn.timer_due()
+        case TargetChanged(target, change):
+            turn.woken(target, change)
         case Cancelled():
             turn.cancel()
     return turn.decision()
@@ -363,6 +379,9 @@ class _Turn:
         self.unrecorded = False
         self.spend_cap: float | None = None
         self.stall_checks = health.STALL_CHECKS
+        self.wake_interval = wakes.WAKE_INTERVAL
+        # The target change that started the check being reported, if any.
+        self.woken_by = ""
 
     @property
     def spec(self) -> MonitorSpec:
@@ -417,7 +436,7 @@ class _Turn:
             self.stop_at_limit()
             return
         if schedule.everyMinutes != self.spec.everyMinutes:
-            self.publish_schedule(last_check=schedule.lastCheckAt)
+            self.publish_schedule(last_check=schedule.lastCheckAt, watch=schedule.watch)
 
     def accept(self, observation: Observation) -> None:
         st = self.status
@@ -429,6 +448,7 @@ class _Turn:
             # not extract the new generation's authority. Not a check; observe again.
             self.launch_observe()
             return
+        self.woken_by = step.wokenBy
         st.invalidStreak = 0
         st.stepFailureStreak = 0
         st.lastRejection = None
@@ -463,8 +483,9 @@ class _Turn:
                     observation, StopReason.safetyLimit, safety_limit_message(self.spec.maxChecks)
                 )
             else:
-                self.report(observation, next_check_minutes=self.spec.everyMinutes)
-                self.publish_schedule()
+                watch, _ = wakes.wakeable(observation.watch)
+                self.report(observation, next_check_minutes=self.spec.everyMinutes, wakes_on=watch)
+                self.publish_schedule(watch=observation.watch)
         else:
             assert observation.action is not None  # guaranteed by the model
             self.route_act(observation, observation.action)
@@ -603,10 +624,34 @@ class _Turn:
 
     def timer_due(self) -> None:
         schedule = self.status.schedule
-        if self.status.step is None and schedule is not None and self.now >= schedule.nextCheckAt:
+        if self.status.step is not None or schedule is None:
+            return
+        if self.now >= schedule.nextCheckAt:
             self.launch_observe()
             # Nothing but the launch (no stop at a limit or a cap): no write is needed.
             self.unrecorded = [type(effect) for effect in self.effects] == [LaunchStep]
+        elif schedule.wakeAt is not None and self.now >= schedule.wakeAt:
+            self.wake(schedule.wokenBy)
+
+    def woken(self, target: WatchTarget, change: str) -> None:
+        """A watched target changed: check now, or once the wake interval since the last
+        early check has passed. Only a waiting monitor wakes, and only for what it watches."""
+        st = self.status
+        schedule = st.schedule
+        if st.step is not None or schedule is None or target not in schedule.watch:
+            return
+        what = wakes.wake_text(target, change)
+        earliest = st.lastWakeAt + self.wake_interval if st.lastWakeAt is not None else None
+        if earliest is None or self.now >= earliest:
+            self.wake(what)
+        elif schedule.wakeAt is None:
+            schedule.wakeAt = earliest
+            schedule.wokenBy = what
+
+    def wake(self, what: str) -> None:
+        # Recorded, unlike a timer's launch: nothing else would find why it started.
+        self.status.lastWakeAt = self.now
+        self.launch_observe(woken_by=what)
 
     def cancel(self) -> None:
         # The resource is gone: record why, and emit nothing more.
@@ -641,12 +686,12 @@ class _Turn:
     def limit_reached(self) -> bool:
         return self.status.checks >= self.spec.maxChecks
 
-    def launch_observe(self) -> None:
+    def launch_observe(self, woken_by: str = "") -> None:
         if self.limit_reached():
             # Reachable only when maxChecks was lowered below the checks already made.
             self.stop_at_limit()
             return
-        self.launch(StepKind.observe, self.status.checks + 1, None)
+        self.launch(StepKind.observe, self.status.checks + 1, None, woken_by=woken_by)
 
     def stop_at_limit(self) -> None:
         """Stop at a lowered safety limit with the final report of the last check."""
@@ -675,7 +720,9 @@ class _Turn:
         )
         self.launch(kind, st.checks, action)
 
-    def launch(self, kind: StepKind, check: int, action: ActionRequest | None) -> None:
+    def launch(
+        self, kind: StepKind, check: int, action: ActionRequest | None, woken_by: str = ""
+    ) -> None:
         st = self.status
         cap = self.spend_cap
         if cap is not None and float(st.modelUsage.costUsd) >= cap:
@@ -686,7 +733,7 @@ class _Turn:
                 "runs.",
             )
             return
-        self.record_launch(kind, check, action)
+        self.record_launch(kind, check, action, woken_by)
         # After a spec edit the next observation extracts the authority afresh: it is not
         # handed the previous generation's record to restate.
         current = self.authority_is_current()
@@ -702,6 +749,7 @@ class _Turn:
             authorizedActions=st.authorizedActions if current else [],
             action=action,
             health=health.note_for_observe(st.health) if kind is StepKind.observe else "",
+            wokenBy=woken_by,
         )
         self.effects.append(LaunchStep(st.stepSeq, kind, step_input, self.now))
         if kind is StepKind.observe:
@@ -714,7 +762,9 @@ class _Turn:
             )
         )
 
-    def record_launch(self, kind: StepKind, check: int, action: ActionRequest | None) -> None:
+    def record_launch(
+        self, kind: StepKind, check: int, action: ActionRequest | None, woken_by: str = ""
+    ) -> None:
         st = self.status
         st.stepSeq += 1
         st.schedule = None  # no check is pending while a step runs
@@ -725,6 +775,7 @@ class _Turn:
             startedAt=self.now,
             generation=st.observedGeneration,
             action=action,
+            wokenBy=woken_by,
         )
 
     def close_action(
@@ -747,13 +798,20 @@ class _Turn:
         st.spend.total = guards.add_spend(st.spend, entry.cost)
         st.spend.entries = [*st.spend.entries, entry][-LEDGER_ENTRIES:]
 
-    def publish_schedule(self, last_check: datetime | None = None) -> None:
-        """The next check, `everyMinutes` after the last one (by default: now)."""
+    def publish_schedule(
+        self, last_check: datetime | None = None, watch: list[WatchTarget] | None = None
+    ) -> None:
+        """The next check, `everyMinutes` after the last one (by default: now), and the
+        objects whose change may start it sooner."""
         last = self.now if last_check is None else last_check
+        watched, left = wakes.wakeable(watch or ())
+        next_at = last + self.spec.everyMinutes * self.minute
         schedule = Schedule(
             lastCheckAt=last,
-            nextCheckAt=last + self.spec.everyMinutes * self.minute,
+            nextCheckAt=next_at,
             everyMinutes=self.spec.everyMinutes,
+            watch=watched,
+            description=wakes.schedule_text(next_at, watched, left),
         )
         self.status.schedule = schedule
         self.effects.append(PublishSchedule(schedule))
@@ -765,6 +823,7 @@ class _Turn:
         next_action: str | None = None,
         next_check_minutes: int | None = None,
         final: bool = False,
+        wakes_on: list[WatchTarget] | None = None,
     ) -> None:
         st = self.status
         # The first report of a run that a spec edit restarted says so.
@@ -781,6 +840,8 @@ class _Turn:
             stop=st.stop,
             now=self.now,
             restarted_after=restarted,
+            woken_by=self.woken_by,
+            wakes_on=[t.ref for t in wakes_on or ()],
         )
         st.report = text
         st.reportedCheck = st.checks
@@ -881,7 +942,8 @@ def _condition_values(status: MonitorStatus) -> tuple[_Value, _Value]:
         message = f"{step.kind} step {step.seq} for check {step.check} is running."
         return (true, verb[step.kind], message), (true, verb[step.kind], message)
     if status.schedule is not None:
-        message = f"Next check at {status.schedule.nextCheckAt.isoformat()}."
+        schedule = status.schedule
+        message = schedule.description or f"Next check at {schedule.nextCheckAt.isoformat()}."
         return (true, "Waiting", message), (false, "Waiting", message)
     return (true, "Starting", "The first observation is about to start."), (
         true,

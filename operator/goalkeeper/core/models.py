@@ -286,6 +286,24 @@ class ActionRequest(Model):
     )
 
 
+# Object names as Kubernetes allows them (DNS subdomains).
+OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+# Target objects one observation may name for a wake.
+WATCH_MAX = 16
+
+
+class WatchTarget(Model):
+    """An object in the Monitor's namespace whose change would change the route."""
+
+    apiVersion: Annotated[str, Field(pattern=r"^([a-z0-9][a-z0-9.-]{0,252}/)?v[0-9a-z]{1,20}$")]
+    kind: Annotated[str, Field(pattern=r"^[A-Z][A-Za-z0-9]{0,62}$")]
+    name: Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
 class Observation(Model):
     """What an observe step returns."""
 
@@ -307,6 +325,11 @@ class Observation(Model):
     )
     action: ActionRequest | None = None
     stopReason: ObservedStopReason | None = None
+    watch: Annotated[list[WatchTarget], Field(max_length=WATCH_MAX)] = Field(
+        default_factory=list,
+        description="Target objects whose change would change the route: while the "
+        "monitor waits, a change of one wakes it before the timer.",
+    )
 
     @model_validator(mode="after")
     def _route_fields(self) -> Self:
@@ -392,6 +415,23 @@ class Schedule(Model):
     lastCheckAt: datetime
     nextCheckAt: datetime
     everyMinutes: Annotated[int, Field(ge=EVERY_MINUTES_MIN, le=EVERY_MINUTES_MAX)]
+    watch: Annotated[list[WatchTarget], Field(max_length=WATCH_MAX)] = Field(
+        default_factory=list, description="Objects whose change wakes the monitor early."
+    )
+    wakeAt: datetime | None = Field(
+        default=None, description="An early wake held back by the wake rate limit."
+    )
+    wokenBy: Annotated[str, Field(max_length=300)] = Field(
+        default="", description="The change the held-back wake is for."
+    )
+    description: Annotated[str, Field(max_length=1000)] = Field(
+        default="", description="The schedule in words: the timer and what may wake it sooner."
+    )
+
+    @property
+    def due_at(self) -> datetime:
+        """When the next check starts at the latest: the timer, or a held-back wake."""
+        return min(self.nextCheckAt, self.wakeAt) if self.wakeAt else self.nextCheckAt
 
 
 class Confidence(StrEnum):
@@ -486,6 +526,9 @@ class StepInFlight(Model):
         default=None, description="The spec generation the step was launched under."
     )
     action: ActionRequest | None = None
+    wokenBy: Annotated[str, Field(max_length=300)] = Field(
+        default="", description="The target change that started this observe step early."
+    )
 
 
 class StopInfo(Model):
@@ -599,6 +642,9 @@ class MonitorStatus(Model):
     reportedCheck: Count = Field(default=0, description="The check whose report was last emitted.")
     lastObservation: Observation | None = None
     lastRejection: Annotated[str, Field(max_length=4000)] | None = None
+    lastWakeAt: datetime | None = Field(
+        default=None, description="When a target change last started a check early."
+    )
     lastAction: LastAction | None = None
     contract: Contract | None = Field(
         default=None,
@@ -663,6 +709,9 @@ class StepInput(Model):
     action: ActionRequest | None = Field(default=None, description="For act and repair steps.")
     health: Annotated[str, Field(max_length=1000)] = Field(
         default="", description="What the engine sees wrong with the run, for the observe step."
+    )
+    wokenBy: Annotated[str, Field(max_length=300)] = Field(
+        default="", description="The target change that started this check before its timer."
     )
 
 

@@ -1,7 +1,7 @@
 """The report sent after every accepted observation: plain lines, at most 4,000 characters.
 
-The fixed lines (Monitor, Goal, Work, Progress, Last action, Next action, Next check,
-Stopped) come from the monitor's status, each on one line. Monitor state, goal state and
+The fixed lines (Monitor, Goal, Work, Checked, Progress, Last action, Next action, Next
+check, Stopped) come from the monitor's status, each on one line. Monitor state, goal state and
 target work state are always separate lines, and the work state is only ever what the
 caller passes (the monitor being active is no evidence that the target works).
 Independent progress tracks are never combined into one number.
@@ -55,6 +55,8 @@ def format_report(
     stop: StopInfo | None,
     now: datetime,
     restarted_after: StopInfo | None = None,
+    woken_by: str = "",
+    wakes_on: Sequence[str] = (),
 ) -> str:
     """Build the report lines in their fixed order, bounded to REPORT_MAX characters.
 
@@ -64,6 +66,8 @@ def format_report(
     if restarted_after is not None:
         reason = restarted_after.reason.value
         head.insert(1, f"Restarted: a spec edit began a new run after a stop ({reason})")
+    if woken_by:
+        head.append(f"Checked: woken by {_one_line(woken_by)}")
     tail: list[str] = []
     if last_action is not None:
         outcome = f" ({last_action.outcome.value})" if last_action.outcome is not None else ""
@@ -72,7 +76,8 @@ def format_report(
         tail.append(f"Next action: {_one_line(next_action)}")
     if next_check_minutes is not None:
         unit = "minute" if next_check_minutes == 1 else "minutes"
-        tail.append(f"Next check: {next_check_minutes} {unit}")
+        sooner = f", or sooner on a change of {', '.join(wakes_on)}" if wakes_on else ""
+        tail.append(f"Next check: {next_check_minutes} {unit}{_one_line(sooner)[:400]}")
     if stop is not None:
         tail.append(f"Stopped: {_one_line(stop.message)}")
     block = notes_block(notes)

@@ -84,7 +84,7 @@ def next_event(
             return StepFailed(in_flight.seq, step.job_ended)
         return None
     if status.schedule is not None and status.checks > 0:
-        return TimerDue() if now >= status.schedule.nextCheckAt else None
+        return TimerDue() if now >= status.schedule.due_at else None
     return Started(None)
 
 

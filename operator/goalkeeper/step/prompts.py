@@ -40,7 +40,10 @@ verbs, and the step's Kubernetes account may only read. When something must chan
 an action request (route act); another step will do it after the operator checks authority.
 
 ## Routes
-- wait: useful target work is moving, or an external event must finish first.
+- wait: useful target work is moving, or an external event must finish first. List in
+  watch the target objects in this namespace (apiVersion, kind, name; at most 16) whose
+  change would change the route, such as the Job that runs: a change of one of them starts
+  the next check before its timer.
 - act: the goal is incomplete, the target is idle, failed or stuck, and one safe action that
   the user already authorized would move it forward. Give exactly one action request.
 - stop: the goal is complete, or it cannot continue safely: a material blocker, an action
@@ -196,6 +199,9 @@ def observe_user_prompt(step: StepInput, *, fence_id: str, namespace: str, now: 
     health = ""
     if step.health:
         health = f"\n## Health of this run (seen by the operator)\n{step.health}\n"
+    if step.wokenBy:
+        # The operator's own words, from the watch; the target text in it is a name.
+        health += f"\n## Why this check runs now\nBefore its timer: {step.wokenBy}\n"
     return f"""\
 ## Task
 {step.task}

@@ -164,7 +164,7 @@ def routed_schema(flat: Json, pinned: PinnedAuthority | None = None) -> Json:
         # Starting or resuming work needs it idle; a recovery may come at any time.
         _variant(
             base,
-            ("stopReason",),
+            ("stopReason", "watch"),
             route={"const": "act"},
             goal={"enum": OPEN_GOALS},
             work={"const": WorkState.idle.value},
@@ -173,7 +173,7 @@ def routed_schema(flat: Json, pinned: PinnedAuthority | None = None) -> Json:
         ),
         _variant(
             base,
-            ("stopReason",),
+            ("stopReason", "watch"),
             route={"const": "act"},
             goal={"enum": OPEN_GOALS},
             authorizedActions=authority,
@@ -181,14 +181,14 @@ def routed_schema(flat: Json, pinned: PinnedAuthority | None = None) -> Json:
         ),
         _variant(
             base,
-            ("action",),
+            ("action", "watch"),
             route={"const": "stop"},
             goal={"const": GoalState.complete.value},
             stopReason={"const": ObservedStopReason.goalComplete.value},
         ),
         _variant(
             base,
-            ("action",),
+            ("action", "watch"),
             route={"const": "stop"},
             stopReason={"enum": OTHER_STOPS},
         ),

@@ -20,7 +20,7 @@ from goalkeeper.controller.api import Conflict, Transient
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core.engine import TIMER_JOB_GRACE, LaunchStep
-from goalkeeper.core.models import StepInput, StepKind
+from goalkeeper.core.models import StepInput, StepKind, WatchTarget
 
 NS = "team-a"
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -416,3 +416,46 @@ async def test_a_refusal_no_retry_can_fix_shows_on_the_monitor_until_it_is_over(
     assert st["step"]["kind"] == "observe" and api.get(
         "Job", NS, step_in_flight(api)["metadata"]["name"]
     )
+
+
+class HeldChanges:
+    """What the target watches hold for the monitor, as `Reconciler` takes them."""
+
+    def __init__(self) -> None:
+        self.held: dict[tuple[str, str], tuple[WatchTarget, str]] = {}
+
+    def take(self, key: tuple[str, str]) -> tuple[WatchTarget, str] | None:
+        return self.held.pop(key, None)
+
+    def restore(self, key: tuple[str, str], change: tuple[WatchTarget, str]) -> None:
+        self.held.setdefault(key, change)
+
+
+async def test_a_held_target_change_starts_a_recorded_check_and_survives_a_failed_write(
+    api: FakeApi, clock: Clock
+) -> None:
+    changes = HeldChanges()
+    reconciler = Reconciler(
+        api, OperatorSettings(model="openai:m", timeScale=1), clock=clock, wakes=changes
+    )
+    await reconciler.reconcile(NS, "build")
+    watch = [{"apiVersion": "batch/v1", "kind": "Job", "name": "build"}]
+    finish(api, observation_dict("wait", watch=watch))
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["schedule"]["watch"] == watch
+    job = WatchTarget(apiVersion="batch/v1", kind="Job", name="build")
+    changes.held[(NS, "build")] = (job, "Complete")
+    clock.now += timedelta(seconds=2)  # the 5-second timer is not due
+
+    # The write that records the woken check fails: the change is held again, not lost.
+    api.fail("patch_monitor_status", Transient("unavailable", 503))
+    with pytest.raises(Transient):
+        await reconciler.reconcile(NS, "build")
+    assert changes.held[(NS, "build")] == (job, "Complete")
+    await reconciler.reconcile(NS, "build")
+    assert not changes.held
+    step = status(api)["step"]
+    assert step["wokenBy"] == "Job/build: Complete" and step["check"] == 2
+    assert step_in_flight(api)["spec"]["input"]["wokenBy"] == "Job/build: Complete"
+    # Only one step was launched for the wake, under the name the write recorded.
+    assert len(api.all("MonitorStep")) == 2

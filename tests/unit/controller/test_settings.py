@@ -19,6 +19,8 @@ def test_defaults() -> None:
     assert settings.minute == timedelta(minutes=1)
     assert settings.namespaces == []
     assert settings.stallChecks == 3
+    assert settings.wakeIntervalSeconds == 60
+    assert settings.approval_window == timedelta(0)
 
 
 def test_values_and_passthrough() -> None:
@@ -30,9 +32,13 @@ def test_values_and_passthrough() -> None:
             "GOALKEEPER_REQUEST_LIMIT": "12",
             "GOALKEEPER_ROUTED_OUTPUT": "true",
             "GOALKEEPER_STALL_CHECKS": "5",
+            "GOALKEEPER_WAKE_INTERVAL_SECONDS": "5",
+            "GOALKEEPER_APPROVAL_TIMEOUT": "1h30m",
             "UNRELATED": "x",
         }
     )
+    assert settings.wakeIntervalSeconds == 5
+    assert settings.approval_window == timedelta(hours=1, minutes=30)
     assert settings.namespaces == ["a", "b"]
     assert settings.stallChecks == 5
     assert settings.stepHistory == 5
@@ -52,6 +58,8 @@ def test_values_and_passthrough() -> None:
         ({"GOALKEEPER_STEP_HISTORY": "many"}, "GOALKEEPER_STEP_HISTORY: Input should be a valid"),
         ({"GOALKEEPER_STALL_CHECKS": "0"}, "GOALKEEPER_STALL_CHECKS: Input should be greater"),
         ({"GOALKEEPER_STALL_CHECKS": "101"}, "GOALKEEPER_STALL_CHECKS: Input should be less"),
+        ({"GOALKEEPER_WAKE_INTERVAL_SECONDS": "0"}, "GOALKEEPER_WAKE_INTERVAL_SECONDS: Input"),
+        ({"GOALKEEPER_APPROVAL_TIMEOUT": "a day"}, "GOALKEEPER_APPROVAL_TIMEOUT: String should"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], fragment: str) -> None:

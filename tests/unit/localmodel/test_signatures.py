@@ -112,12 +112,13 @@ def test_the_routed_observation_reads_as_its_fields_and_one_line_per_case() -> N
         '  - work: "running" | "waiting"; goal: "incomplete" | "unknown"; route: "wait"; '
         "no action, stopReason",
         '  - work: "idle"; goal: "incomplete" | "unknown"; route: "act"; action: AdvanceAction; '
-        "no stopReason",
-        '  - goal: "incomplete" | "unknown"; route: "act"; action: RecoveryAction; no stopReason',
-        '  - goal: "complete"; route: "stop"; stopReason: "goalComplete"; no action',
+        "no watch, stopReason",
+        '  - goal: "incomplete" | "unknown"; route: "act"; action: RecoveryAction; '
+        "no watch, stopReason",
+        '  - goal: "complete"; route: "stop"; stopReason: "goalComplete"; no watch, action',
         '  - route: "stop"; stopReason: "materialBlocker" | "outsideAuthority" | '
         '"paidActionNotApproved" | "protectedContractChange" | "credentialWithoutAuthority" | '
-        '"invalidCheckpoint" | "userRequested"; no action',
+        '"invalidCheckpoint" | "userRequested"; no watch, action',
     ]
     # The facts and the authority come first, in the signature as in the schema.
     assert lines[0].startswith("final_result(observation, contract, authorizedActions, work,")
