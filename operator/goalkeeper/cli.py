@@ -82,6 +82,15 @@ def _logs(args: argparse.Namespace) -> int:
     return show_logs(args.monitor, args.namespace)
 
 
+def _answer(args: argparse.Namespace) -> int:
+    from goalkeeper.approvals import answer
+    from goalkeeper.core.models import ApprovalDecision
+
+    decision = ApprovalDecision.approve if args.command == "approve" else ApprovalDecision.reject
+    amount = getattr(args, "amount", None)
+    return answer(args.monitor, args.namespace, decision, amount=amount, reason=args.reason)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goalkeeper", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -123,6 +132,21 @@ def build_parser() -> argparse.ArgumentParser:
     logs_cmd.add_argument("monitor", help="the Monitor's name")
     logs_cmd.add_argument("-n", "--namespace", default="default")
     logs_cmd.set_defaults(func=_logs)
+
+    for verb, what in (("approve", "approve"), ("reject", "reject")):
+        answer_cmd = sub.add_parser(
+            verb, help=f"{what} the paid action a monitor awaits approval for, as yourself"
+        )
+        answer_cmd.add_argument("monitor", help="the Monitor's name")
+        answer_cmd.add_argument("-n", "--namespace", default="default")
+        answer_cmd.add_argument("--reason", default="", help="why, for the record")
+        if verb == "approve":
+            answer_cmd.add_argument(
+                "--amount",
+                type=float,
+                help="what to add to the cost ceiling for this action (default: what it asks)",
+            )
+        answer_cmd.set_defaults(func=_answer)
 
     return parser
 

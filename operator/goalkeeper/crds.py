@@ -14,7 +14,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from goalkeeper.core.models import MonitorSpec, MonitorStatus, MonitorStepSpec, MonitorStepStatus
+from goalkeeper.core.models import (
+    MonitorApprovalSpec,
+    MonitorSpec,
+    MonitorStatus,
+    MonitorStepSpec,
+    MonitorStepStatus,
+)
 
 GROUP = "goalkeeper.dev"
 VERSION = "v1alpha1"
@@ -127,10 +133,19 @@ def _crd(
     plural: str,
     short_names: list[str],
     spec: Schema,
-    status: Schema,
+    status: Schema | None,
     columns: list[Schema],
     description: str,
 ) -> Schema:
+    """A namespaced CRD of one version; `status` None: the resource has no status."""
+    properties: Schema = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": spec,
+    }
+    if status is not None:
+        properties["status"] = status
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -151,20 +166,14 @@ def _crd(
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    **({"subresources": {"status": {}}} if status is not None else {}),
                     "additionalPrinterColumns": columns,
                     "schema": {
                         "openAPIV3Schema": {
                             "type": "object",
                             "description": description,
                             "required": ["spec"],
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec,
-                                "status": status,
-                            },
+                            "properties": properties,
                         }
                     },
                 }
@@ -237,9 +246,33 @@ def monitorstep_crd() -> Schema:
     )
 
 
+def monitorapproval_crd() -> Schema:
+    return _crd(
+        kind="MonitorApproval",
+        plural="monitorapprovals",
+        short_names=["monapproval"],
+        spec=structural(MonitorApprovalSpec, cel=False),
+        status=None,  # the Monitor's status records what came of it
+        description=(
+            "A person's answer to a Monitor's approval request for a paid action. Who may "
+            "create one is RBAC on monitorapprovals; the API server stamps spec.approver with "
+            "the creating user, and an approval cannot be changed afterwards."
+        ),
+        columns=[
+            {"name": "Monitor", "type": "string", "jsonPath": ".spec.monitor"},
+            {"name": "Request", "type": "string", "jsonPath": ".spec.requestId"},
+            {"name": "Decision", "type": "string", "jsonPath": ".spec.decision"},
+            {"name": "Amount", "type": "number", "jsonPath": ".spec.amount"},
+            {"name": "Approver", "type": "string", "jsonPath": ".spec.approver"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+    )
+
+
 FILES = {
     "monitors.goalkeeper.dev.yaml": monitor_crd,
     "monitorsteps.goalkeeper.dev.yaml": monitorstep_crd,
+    "monitorapprovals.goalkeeper.dev.yaml": monitorapproval_crd,
 }
 
 

@@ -163,6 +163,9 @@ def test_cluster_wide_rules_are_config_rbac_and_admission(offline_helm: Helm) ->
         for key in ("rules", "roleRef", "subjects"):
             assert got.get(key) == want.get(key), f"{want['kind']} {key}"
 
+    (approver,) = load(REPO / "config" / "rbac" / "approver.yaml")
+    assert find(docs, "ClusterRole", "goalkeeper-approver")["rules"] == approver["rules"]
+
     policies = [p for f in sorted((REPO / "config" / "admission").glob("*.yaml")) for p in load(f)]
     assert policies
     for want in policies:
@@ -395,7 +398,14 @@ def test_install_run_upgrade_uninstall(
         policies = control_plane.kubectl(
             "get", "validatingadmissionpolicies", "-l", f"{INSTANCE}={release}", "-o", "name"
         ).stdout.split()
-        assert len(policies) == 3, policies
+        assert len(policies) == 4, policies
+        mutating = control_plane.kubectl(
+            "get", "mutatingadmissionpolicies", "-l", f"{INSTANCE}={release}", "-o", "name"
+        ).stdout.split()
+        assert mutating == [
+            f"mutatingadmissionpolicy.admissionregistration.k8s.io/{fullname}-approver"
+        ]
+        rbac.read_cluster_role(f"{fullname}-approver")
 
         pod = run_operator_pod(core, deployment, release_ns)
         try:

@@ -164,3 +164,11 @@ class FakeApi:
     async def get_service_account(self, namespace: str, name: str) -> Body:
         self._enter("get_service_account", name)
         return self._read("ServiceAccount", namespace, name)
+
+    async def list_approvals(self, namespace: str) -> list[Body]:
+        self._enter("list_approvals", namespace)
+        return [
+            copy.deepcopy(v)
+            for (kind, ns, _), v in sorted(self.objects.items())
+            if kind == "MonitorApproval" and ns == namespace
+        ]

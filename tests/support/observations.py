@@ -141,3 +141,23 @@ def maximal_dict(route: str = "wait", n: int = 0, at: datetime | None = None) ->
             for i in range(TRACKS_MAX)
         ],
     }
+
+
+def paid_observation(
+    ceiling: float | None,
+    estimate: float,
+    approval: str | None = "budget-42",
+    observed: float | None = None,
+) -> Observation:
+    """An act observation asking for a paid action against a ceiling in USD."""
+    extra = (
+        {"observedSpend": {"amount": observed, "currency": "USD"}} if observed is not None else {}
+    )
+    return observation(
+        "act",
+        contract=contract(
+            costCeiling=None if ceiling is None else {"amount": ceiling, "currency": "USD"}
+        ),
+        action=action(estimatedCost={"amount": estimate, "currency": "USD"}, approval=approval),
+        **extra,
+    )

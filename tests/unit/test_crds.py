@@ -8,6 +8,7 @@ import yaml
 
 from goalkeeper import crds
 from goalkeeper.cli import main
+from goalkeeper.core.models import MonitorApprovalSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +41,7 @@ def walk(node: object) -> list[dict[str, object]]:
 def test_schemas_are_structural() -> None:
     for build in crds.FILES.values():
         schema = build()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-        for node in walk(schema["properties"]["spec"]) + walk(schema["properties"]["status"]):
+        for node in walk(schema["properties"]):
             keys = set(node)
             if "properties" in keys and "type" in keys:
                 assert node["type"] == "object"
@@ -98,4 +99,17 @@ def test_crds_command_prints_yaml_documents(capsys: object) -> None:
     assert [d["metadata"]["name"] for d in docs] == [
         "monitors.goalkeeper.dev",
         "monitorsteps.goalkeeper.dev",
+        "monitorapprovals.goalkeeper.dev",
     ]
+
+
+def test_a_monitor_approval_has_no_status_and_its_answer_in_columns() -> None:
+    crd = crds.monitorapproval_crd()
+    (version,) = crd["spec"]["versions"]
+    assert "subresources" not in version
+    properties = version["schema"]["openAPIV3Schema"]["properties"]
+    assert "status" not in properties
+    assert set(properties["spec"]["properties"]) == set(MonitorApprovalSpec.model_fields)
+    assert properties["spec"]["properties"]["decision"]["enum"] == ["approve", "reject"]
+    names = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert names == ["Monitor", "Request", "Decision", "Amount", "Approver", "Age"]

@@ -6,7 +6,14 @@ from datetime import timedelta
 
 import pytest
 from tests.support.engine_loop import T0, Loop
-from tests.support.observations import AUTHORIZED, action, contract, observation, result
+from tests.support.observations import (
+    AUTHORIZED,
+    action,
+    contract,
+    observation,
+    paid_observation,
+    result,
+)
 
 from goalkeeper.core.engine import (
     TIMER_JOB_GRACE,
@@ -30,7 +37,6 @@ from goalkeeper.core.models import (
     MonitorSpec,
     MonitorState,
     MonitorStatus,
-    Observation,
     StepKind,
     StopReason,
 )
@@ -201,25 +207,6 @@ def test_action_outside_authority_stops_and_names_missing_decision(
     assert stop.reason is StopReason.outsideAuthority
     assert missing in stop.message
     assert kinds(effects) == ["EmitReport", "StopMonitor"]
-
-
-def paid_observation(
-    ceiling: float | None,
-    estimate: float,
-    approval: str | None = "budget-42",
-    observed: float | None = None,
-) -> Observation:
-    extra = (
-        {"observedSpend": {"amount": observed, "currency": "USD"}} if observed is not None else {}
-    )
-    return observation(
-        "act",
-        contract=contract(
-            costCeiling=None if ceiling is None else {"amount": ceiling, "currency": "USD"}
-        ),
-        action=action(estimatedCost={"amount": estimate, "currency": "USD"}, approval=approval),
-        **extra,
-    )
 
 
 @pytest.mark.parametrize(

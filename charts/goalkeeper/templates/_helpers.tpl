@@ -43,6 +43,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: [monitorsteps]
   # deletecollection: old steps are pruned in batches, one request each.
   verbs: [get, list, watch, create, delete, deletecollection]
+# A monitor awaiting approval reads the answers people created.
+- apiGroups: [goalkeeper.dev]
+  resources: [monitorapprovals]
+  verbs: [get, list, watch]
 # Owner references with blockOwnerDeletion need update on the owner's finalizers.
 - apiGroups: [goalkeeper.dev]
   resources: [monitors/finalizers, monitorsteps/finalizers]

@@ -159,6 +159,7 @@ class Api(Protocol):
     async def get_event(self, namespace: str, name: str) -> Body: ...
     async def create_event(self, namespace: str, body: Body) -> Body: ...
     async def get_service_account(self, namespace: str, name: str) -> Body: ...
+    async def list_approvals(self, namespace: str) -> list[Body]: ...
 
 
 # Calls in flight at once; the client's connection pool is sized to match (run.py).
@@ -315,6 +316,16 @@ class KubeApi:
                 name, namespace, _preload_content=False
             ),
         )
+
+    async def list_approvals(self, namespace: str) -> list[Body]:
+        # Read only while a monitor awaits an answer; they are few, and kept as a record.
+        listed = await self._call(
+            f"list the MonitorApprovals of {namespace}",
+            lambda: self.custom.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, "monitorapprovals", _preload_content=False
+            ),
+        )
+        return list(listed.get("items") or [])
 
 
 def _read_json(call: Callable[[], Any]) -> Body:

@@ -287,3 +287,6 @@ class CachedApi:
         found = await self.api.get_service_account(namespace, name)
         self.cache.account_seen(namespace, name)
         return found
+
+    async def list_approvals(self, namespace: str) -> list[Body]:
+        return await self.api.list_approvals(namespace)

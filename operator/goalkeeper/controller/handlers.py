@@ -35,6 +35,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     ours = {LABEL_STEP: kopf.PRESENT}
     kopf.on.event("batch", "v1", "jobs", labels=ours, registry=registry)(on_job)
     kopf.on.event("", "v1", "pods", labels=ours, registry=registry)(on_pod)
+    kopf.on.event(GROUP, VERSION, "monitorapprovals", registry=registry)(on_approval)
 
 
 def _track(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) -> bool:
@@ -102,3 +103,12 @@ def _seq(body: kopf.Body) -> int | None:
 async def on_pod(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
     # Read when a result names its pod; nothing to reconcile on a pod's own change.
     _track(memo.cache, POD, event, body)
+
+
+async def on_approval(
+    *, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
+) -> None:
+    # A person answered: the monitor it names reads its approvals again.
+    monitor = (body.get("spec") or {}).get("monitor")
+    if namespace is not None and isinstance(monitor, str) and event.get("type") != "DELETED":
+        memo.queue.trigger(namespace, monitor)

@@ -24,6 +24,7 @@ from goalkeeper.controller import manifests, metrics
 from goalkeeper.controller.api import AlreadyExists, Api, ApiError, Conflict, NotFound
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core.engine import (
+    ApprovalAnswered,
     Decision,
     EmitReport,
     Event,
@@ -42,6 +43,7 @@ from goalkeeper.core.engine import (
     timer_step_needs_its_job,
 )
 from goalkeeper.core.models import (
+    MonitorApprovalSpec,
     MonitorSpec,
     MonitorStatus,
     MonitorStepStatus,
@@ -278,6 +280,8 @@ class Reconciler:
             if change is not None:
                 self._taken[key] = change
                 event = TargetChanged(*change)
+        if event is None and status.approval is not None:
+            event = await self._approval_answer(monitor, status)
         if event is None:
             log.debug("%s/%s: nothing to do", meta["namespace"], meta["name"])
             return None, facts, status
@@ -307,6 +311,38 @@ class Reconciler:
         )
         return timer_launched(status, seq, at, job_missing=job_missing) or status
 
+    async def _approval_answer(self, monitor: Body, status: MonitorStatus) -> Event | None:
+        """The oldest MonitorApproval for this monitor that the engine has not taken yet."""
+        meta = monitor["metadata"]
+        request = status.approval
+        assert request is not None
+        taken = {record.name for record in status.approvals} | set(request.ignored)
+        listed = await self.api.list_approvals(meta["namespace"])
+        mine = [
+            a
+            for a in listed
+            if (a.get("spec") or {}).get("monitor") == meta["name"]
+            and (a.get("metadata") or {}).get("name") not in taken
+        ]
+        mine.sort(
+            key=lambda a: (a["metadata"].get("creationTimestamp") or "", a["metadata"]["name"])
+        )
+        for approval in mine:
+            name = approval["metadata"]["name"]
+            try:
+                answer = MonitorApprovalSpec.model_validate(approval.get("spec") or {})
+            except ValidationError as error:
+                log.warning(
+                    "%s/%s: MonitorApproval %s is invalid: %s",
+                    meta["namespace"],
+                    meta["name"],
+                    name,
+                    describe_errors(error),
+                )
+                continue
+            return ApprovalAnswered(name, answer)
+        return None
+
     def _decide(
         self, spec: MonitorSpec, status: MonitorStatus, event: Event, now: datetime
     ) -> Decision:
@@ -319,6 +355,7 @@ class Reconciler:
             model_spend_cap_usd=self.settings.modelSpendCapUsd,
             stall_checks=self.settings.stallChecks,
             wake_interval=timedelta(seconds=self.settings.wakeIntervalSeconds),
+            approval_window=self.settings.approval_window,
         )
 
     # --- the facts of the step in flight ---

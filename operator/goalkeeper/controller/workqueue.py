@@ -193,6 +193,8 @@ class WorkQueue:
         active = status.monitor is MonitorState.active
         waiting = active and status.step is None and status.schedule is not None
         next_check = status.schedule.due_at if waiting and status.schedule else None
+        if active and status.approval is not None:
+            next_check = status.approval.expiresAt  # the approval window ends
         step_seq = status.step.seq if status.step is not None else None
         self.seen[key] = Seen(active, next_check, step_seq, status.stepSeq)
         # A wake held back by the rate limit is in status now: nothing more to hold.

@@ -12,17 +12,22 @@ from datetime import datetime, timedelta
 from goalkeeper.core import guards, health, wakes
 from goalkeeper.core.budget import fit_status
 from goalkeeper.core.models import (
+    APPROVALS_KEPT,
     PREVIOUS_RUNS_KEPT,
     ActionKind,
     ActionRequest,
     ActionResult,
     Activity,
+    ApprovalDecision,
+    ApprovalRecord,
+    ApprovalRequest,
     Condition,
     ConditionStatus,
     Health,
     HealthState,
     LastAction,
     Money,
+    MonitorApprovalSpec,
     MonitorSpec,
     MonitorState,
     MonitorStatus,
@@ -106,6 +111,14 @@ class TargetChanged:
 
 
 @dataclass(frozen=True)
+class ApprovalAnswered:
+    """A MonitorApproval named `name` answers the monitor's pending approval request."""
+
+    name: str
+    answer: MonitorApprovalSpec
+
+
+@dataclass(frozen=True)
 class Cancelled:
     pass
 
@@ -118,6 +131,7 @@ Event = (
     | StepFailed
     | TimerDue
     | TargetChanged
+    | ApprovalAnswered
     | Cancelled
 )
 
@@ -202,12 +216,15 @@ def decide(
     model_spend_cap_usd: float | None = None,
     stall_checks: int = health.STALL_CHECKS,
     wake_interval: timedelta = wakes.WAKE_INTERVAL,
+    approval_window: timedelta = timedelta(0),
 ) -> Decision:
     """The next status and the effects to carry out, in order.
 
     `minute` is the length of one `everyMinutes` minute; only tests shorten it.
     `stall_checks` is how many checks in a row with nothing moved make a target stalled.
     `wake_interval` is the least time between two checks a target change starts early.
+    `approval_window` is how long a paid action that needs approval waits for one; zero
+    stops the monitor at once.
     """
     if status.monitor is MonitorState.stopped:
         if not _restarts(status, event):
@@ -217,6 +234,7 @@ def decide(
     turn.spend_cap = model_spend_cap_usd
     turn.stall_checks = stall_checks
     turn.wake_interval = wake_interval
+    turn.approval_window = approval_window
     # A finished step's model usage counts once, when the step in flight reports it.
     usage, seq = getattr(event, "usage", None), getattr(event, "seq", None)
     if usage is not None and seq is not None and turn.owns(seq, observe=None):
@@ -240,6 +258,8 @@ def decide(
             turn.timer_due()
         case TargetChanged(target, change):
             turn.woken(target, change)
+        case ApprovalAnswered(name, answer):
+            turn.approval_answered(name, answer)
         case Cancelled():
             turn.cancel()
     return turn.decision()
@@ -380,6 +400,9 @@ class _Turn:
         self.spend_cap: float | None = None
         self.stall_checks = health.STALL_CHECKS
         self.wake_interval = wakes.WAKE_INTERVAL
+        self.approval_window = timedelta(0)
+        # What approving the paid action just refused would take (set by `refusal`).
+        self.approval_need: guards.ApprovalNeed | None = None
         # The target change that started the check being reported, if any.
         self.woken_by = ""
 
@@ -423,6 +446,12 @@ class _Turn:
             self.status.observedGeneration = generation
         if self.status.step is not None:
             return  # a step is in flight: its result drives the next decision
+        if self.status.approval is not None:
+            if edited:  # the request answered the old task: observe the new one
+                self.status.approval = None
+                self.judge_health(self.health_answered())
+                self.launch_observe()
+            return  # awaiting a person: their answer or the window drives it
         if self.status.schedule is not None and self.status.checks > 0:
             if edited:
                 self.edited_while_waiting(self.status.schedule)
@@ -516,7 +545,10 @@ class _Turn:
 
     def route_act(self, observation: Observation, action: ActionRequest) -> None:
         refusal = self.refusal(observation, action)
-        if refusal is not None:
+        need = self.approval_need
+        if refusal is not None and need is not None and self.approval_window > timedelta(0):
+            self.await_approval(observation, action, refusal[1], need)
+        elif refusal is not None:
             self.report_and_stop(observation, *refusal)
         elif self.limit_reached():
             self.report_and_stop(
@@ -546,11 +578,114 @@ class _Turn:
             )
         spend = guards.spend_violation(self.status, action, observation.observedSpend)
         if spend is not None:
+            self.approval_need = guards.approval_need(
+                self.status, action, observation.observedSpend
+            )
             return StopReason.paidActionNotApproved, spend
         repetition = guards.repetition_violation(self.status.attempts, action)
         if repetition is not None:
             return StopReason.blocked, repetition
         return None
+
+    def await_approval(
+        self, observation: Observation, action: ActionRequest, why: str, need: guards.ApprovalNeed
+    ) -> None:
+        """Pause with a durable request for a person's decision on a paid action."""
+        st = self.status
+        request = ApprovalRequest(
+            id=f"req-{st.stepSeq}",
+            check=st.checks,
+            action=action,
+            message=why,
+            estimatedCost=need.estimate,
+            ceiling=need.ceiling,
+            spent=need.spent,
+            amount=need.amount,
+            requestedAt=self.now,
+            expiresAt=self.now + self.approval_window,
+        )
+        st.approval = request
+        amount = f"{float(need.amount.amount):.2f} {need.amount.currency}"
+        text = (
+            f"The paid action '{action.action}' needs approval: {why} Approving request "
+            f"{request.id} adds {amount} to the cost ceiling for this action only. Answer "
+            f"with `goalkeeper approve` or `goalkeeper reject` and the Monitor's name, or a "
+            f"MonitorApproval; without an answer by {request.expiresAt.isoformat()} the "
+            "monitor stops."
+        )
+        self.judge_health(health.awaiting(st.health, text, self.now))
+        self.report(observation, next_action=f"awaiting approval of {amount}: {action.action}")
+        self.effects.append(
+            Notify(f"approval-{request.id}", "ApprovalRequested", text[:1000], True)
+        )
+
+    def approval_answered(self, name: str, answer: MonitorApprovalSpec) -> None:
+        """Take a person's answer to the pending request; anything else is ignored, once,
+        and says why."""
+        st = self.status
+        request = st.approval
+        if request is None or name in request.ignored or any(r.name == name for r in st.approvals):
+            return
+        problem = None
+        if answer.requestId != request.id:
+            problem = f"it answers request {answer.requestId}; the pending request is {request.id}"
+        elif not answer.approver:
+            problem = "it names no approver (the goalkeeper-approvals admission policy sets it)"
+        if problem is not None:
+            request.ignored = [*request.ignored, name][-16:]
+            self.effects.append(
+                Notify(
+                    f"approval-ignored-{name}",
+                    "ApprovalIgnored",
+                    f"MonitorApproval {name} was ignored: {problem}."[:1000],
+                    warning=True,
+                )
+            )
+            return
+        currency = request.amount.currency
+        approved = float(request.amount.amount) if answer.amount is None else float(answer.amount)
+        approve = answer.decision is ApprovalDecision.approve
+        st.approvals = [
+            *st.approvals,
+            ApprovalRecord(
+                requestId=request.id,
+                name=name,
+                decision=answer.decision,
+                approver=answer.approver,
+                amount=Money(amount=approved, currency=currency) if approve else None,
+                reason=answer.reason,
+                at=self.now,
+            ),
+        ][-APPROVALS_KEPT:]
+        st.approval = None
+        self.judge_health(self.health_answered())
+        who = f"{answer.approver} (MonitorApproval {name})"
+        if not approve:
+            said = f": {answer.reason}" if answer.reason.strip() else "."
+            self.final_stop(
+                StopReason.paidActionNotApproved,
+                f"{who} rejected the paid action '{request.action.action}'{said}",
+            )
+            return
+        short = guards.approved_short(request.amount, approved)
+        if short is not None:
+            self.final_stop(StopReason.paidActionNotApproved, f"{who} approved too little: {short}")
+            return
+        grant = f"{approved:.2f} {currency}"
+        action = request.action.model_copy(
+            update={"approval": f"{who} added {grant} to the cost ceiling for this action."}
+        )
+        self.effects.append(
+            Notify(
+                f"approval-{request.id}-accepted",
+                "ApprovalAccepted",
+                f"{who} approved request {request.id}: {grant} for '{action.action}'."[:1000],
+            )
+        )
+        self.launch_action(action)
+
+    def health_answered(self) -> HealthState:
+        return health.answered(self.status.health, self.now, stall_checks=self.stall_checks)
 
     def reject(self, error: str) -> None:
         st = self.status
@@ -623,6 +758,17 @@ class _Turn:
         self.launch_observe()
 
     def timer_due(self) -> None:
+        request = self.status.approval
+        if request is not None:
+            if self.now >= request.expiresAt:
+                self.status.approval = None
+                self.judge_health(self.health_answered())
+                self.final_stop(
+                    StopReason.paidActionNotApproved,
+                    f"No answer came to approval request {request.id} for the paid action "
+                    f"'{request.action.action}' by {request.expiresAt.isoformat()}.",
+                )
+            return
         schedule = self.status.schedule
         if self.status.step is not None or schedule is None:
             return
@@ -695,16 +841,17 @@ class _Turn:
 
     def stop_at_limit(self) -> None:
         """Stop at a lowered safety limit with the final report of the last check."""
-        message = safety_limit_message(self.spec.maxChecks)
+        self.final_stop(StopReason.safetyLimit, safety_limit_message(self.spec.maxChecks))
+
+    def final_stop(self, reason: StopReason, message: str) -> None:
+        """Stop between checks, with a final report of the last check."""
         observation = self.status.lastObservation
         if observation is None:
-            self.stop(StopReason.safetyLimit, message)
+            self.stop(reason, message)
             return
-        stop = self.mark_stopped(StopReason.safetyLimit, message)
+        stop = self.mark_stopped(reason, message)
         self.report(observation, final=True)
-        self.effects.append(
-            StopMonitor(StopReason.safetyLimit, stop.message, stop_hint(StopReason.safetyLimit))
-        )
+        self.effects.append(StopMonitor(reason, stop.message, stop_hint(reason)))
 
     def launch_action(self, action: ActionRequest) -> None:
         st = self.status
@@ -872,6 +1019,7 @@ class _Turn:
         st.monitor = MonitorState.stopped
         st.step = None
         st.schedule = None
+        st.approval = None
         st.stop = StopInfo(reason=reason, message=message[:2000], at=self.now)
         return st.stop
 
@@ -879,6 +1027,8 @@ class _Turn:
 def _activity(status: MonitorStatus) -> Activity:
     if status.monitor is MonitorState.stopped:
         return Activity.stopped
+    if status.approval is not None:
+        return Activity.awaitingApproval
     if status.step is not None:
         return {
             StepKind.observe: Activity.observing,
@@ -941,6 +1091,11 @@ def _condition_values(status: MonitorStatus) -> tuple[_Value, _Value]:
         verb = {StepKind.observe: "Observing", StepKind.act: "Acting", StepKind.repair: "Repairing"}
         message = f"{step.kind} step {step.seq} for check {step.check} is running."
         return (true, verb[step.kind], message), (true, verb[step.kind], message)
+    if status.approval is not None:
+        message = f"Awaiting approval request {status.approval.id} until " + (
+            f"{status.approval.expiresAt.isoformat()}."
+        )
+        return (true, "AwaitingApproval", message), (false, "AwaitingApproval", message)
     if status.schedule is not None:
         schedule = status.schedule
         message = schedule.description or f"Next check at {schedule.nextCheckAt.isoformat()}."

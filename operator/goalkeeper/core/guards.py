@@ -331,6 +331,51 @@ def spend_violation(
     return None
 
 
+@dataclass(frozen=True)
+class ApprovalNeed:
+    """What a person must approve for a paid action to run: `amount` more ceiling."""
+
+    estimate: Money
+    ceiling: Money | None
+    spent: Money
+    amount: Money
+
+
+def approval_need(
+    status: MonitorStatus, action: ActionRequest, observed_spend: Money | None
+) -> ApprovalNeed | None:
+    """What approving the paid action takes, or None when no approval can make it
+    checkable: it has no estimate, or its amounts are in different currencies."""
+    estimate = action.estimatedCost
+    if estimate is None:
+        return None
+    ceiling = status.contract.costCeiling if status.contract is not None else None
+    currencies = {estimate.currency} | {m.currency for m in (ceiling,) if m is not None}
+    currencies |= {m.currency for m in (observed_spend, status.spend.total) if m is not None}
+    if len(currencies) > 1:
+        return None
+    spent = spent_so_far(observed_spend, status.spend)
+    room = float(ceiling.amount) if ceiling is not None else 0.0
+    amount = max(spent + float(estimate.amount) - room, 0.0)
+    currency = estimate.currency
+    return ApprovalNeed(
+        estimate,
+        ceiling,
+        Money(amount=spent, currency=currency),
+        Money(amount=amount, currency=currency),
+    )
+
+
+def approved_short(need: Money, approved: float) -> str | None:
+    """Why an approval of `approved` does not cover a need of `need`, or None when it does."""
+    if approved + SPEND_TOLERANCE >= float(need.amount):
+        return None
+    return (
+        f"The approval adds {approved:.2f} {need.currency} to the ceiling, and the action "
+        f"needs {float(need.amount):.2f} {need.currency} more."
+    )
+
+
 def booked_cost(estimate: Money | None, actual: Money | None) -> tuple[Money, bool] | None:
     """What a finished paid action books, and whether that is the estimate.
 

@@ -5,6 +5,7 @@
 - `RunawayLoop`: `LOOP_ACTS` act or repair steps in a row on one unchanged target-state ID,
   whatever failure each names (the attempt limit catches one failure ID at a time).
 - `Failing`: the last `FAILING_STEPS` steps failed to run (provider errors, Job failures).
+- `AwaitingHuman`: a paid action waits for a person's approval (`awaiting`, `answered`).
 - `Unknown` before the first check, `Healthy` otherwise.
 
 The state moves only when a check is accepted, except into `Failing`, which steps that
@@ -84,6 +85,18 @@ def is_stall_recovery(health: HealthState, observation: Observation) -> bool:
 def stalled_again(health: HealthState) -> bool:
     """Stalled in the very state its one automatic recovery already ran for."""
     return health.state is Health.Stalled and health.recoveredStall == health.fingerprint
+
+
+def awaiting(health: HealthState, message: str, now: datetime) -> HealthState:
+    """Waiting for a person's decision: the streaks stay as they are."""
+    return health.model_copy(
+        update={"state": Health.AwaitingHuman, "message": message[:1000], "since": now}
+    )
+
+
+def answered(health: HealthState, now: datetime, *, stall_checks: int) -> HealthState:
+    """The health once a person's decision came: from the streaks again."""
+    return _judged(health, now, stall_checks)
 
 
 def note_for_observe(health: HealthState) -> str:

@@ -531,6 +531,65 @@ class StepInFlight(Model):
     )
 
 
+class ApprovalDecision(StrEnum):
+    approve = "approve"
+    reject = "reject"
+
+
+APPROVALS_KEPT = 16
+
+
+class ApprovalRequest(Model):
+    """A paid action waiting for a person's decision, with everything they need to make it."""
+
+    id: Identifier = Field(description="What a MonitorApproval names to answer this request.")
+    check: Count = Field(description="The check that asked for the action.")
+    action: ActionRequest
+    message: Text2000 = Field(description="Why the action cannot run without approval.")
+    estimatedCost: Money
+    ceiling: Money | None = Field(description="The recorded cost ceiling, if any.")
+    spent: Money = Field(description="Spent so far, as the ledger and the target show it.")
+    amount: Money = Field(
+        description="What an approval must add to the ceiling for this action to run."
+    )
+    requestedAt: datetime
+    expiresAt: datetime
+    ignored: Annotated[list[Annotated[str, Field(max_length=253)]], Field(max_length=16)] = Field(
+        default_factory=list, description="MonitorApprovals that did not answer it."
+    )
+
+
+class ApprovalRecord(Model):
+    """A person's answer to an approval request, as the operator took it."""
+
+    requestId: Identifier
+    name: Annotated[str, Field(max_length=253)] = Field(description="The MonitorApproval.")
+    decision: ApprovalDecision
+    approver: Annotated[str, Field(max_length=512)]
+    amount: Money | None = Field(default=None, description="Added to the ceiling for the action.")
+    reason: MaybeText1000 = ""
+    at: datetime
+
+
+class MonitorApprovalSpec(Model):
+    """A person's answer to a Monitor's approval request; the API server sets `approver`."""
+
+    monitor: Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)] = Field(
+        description="The Monitor, in this namespace."
+    )
+    requestId: Identifier = Field(description="status.approval.id of that Monitor.")
+    decision: ApprovalDecision
+    amount: Number | None = Field(
+        default=None,
+        description="Added to the ceiling for this action only, in the request's currency; "
+        "default: the request's amount.",
+    )
+    reason: MaybeText1000 = ""
+    approver: Annotated[str, Field(max_length=512)] = Field(
+        default="", description="The user who created it, set by the API server."
+    )
+
+
 class StopInfo(Model):
     reason: StopReason
     message: Text2000
@@ -545,6 +604,7 @@ class Activity(StrEnum):
     acting = "acting"
     repairing = "repairing"
     waiting = "waiting"
+    awaitingApproval = "awaitingApproval"
     stopped = "stopped"
 
 
@@ -555,6 +615,7 @@ class Health(StrEnum):
     Stalled = "Stalled"  # the target claims running, nothing moved for several checks
     RunawayLoop = "RunawayLoop"  # acts in a row that leave the target state unchanged
     Failing = "Failing"  # the last steps failed to run
+    AwaitingHuman = "AwaitingHuman"  # a paid action waits for a person's approval
     Unknown = "Unknown"  # no check yet
 
 
@@ -661,6 +722,12 @@ class MonitorStatus(Model):
         default=None, description="The spec generation the recorded authority belongs to."
     )
     spend: SpendLedger = Field(default_factory=SpendLedger)
+    approval: ApprovalRequest | None = Field(
+        default=None, description="The paid action waiting for a person's decision."
+    )
+    approvals: Annotated[list[ApprovalRecord], Field(max_length=APPROVALS_KEPT)] = Field(
+        default_factory=list, description="The answers taken, newest last."
+    )
     repairsDone: Annotated[list[RepairDone], Field(max_length=REPAIRS_KEPT)] = Field(
         default_factory=list,
         description="Completed repairs of this run, oldest first; none of them runs again.",

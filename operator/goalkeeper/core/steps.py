@@ -83,6 +83,8 @@ def next_event(
         if step.job_ended is not None:
             return StepFailed(in_flight.seq, step.job_ended)
         return None
+    if status.approval is not None:
+        return TimerDue() if now >= status.approval.expiresAt else None
     if status.schedule is not None and status.checks > 0:
         return TimerDue() if now >= status.schedule.due_at else None
     return Started(None)

@@ -1,0 +1,126 @@
+"""`goalkeeper approve|reject MONITOR [-n NAMESPACE]`: answer a monitor's approval request.
+
+The command reads the pending request from the Monitor's status, shows what it asks,
+and creates a MonitorApproval for it as the current kubeconfig user. It names no approver
+itself: the API server stamps the creating user into `spec.approver` (an admission policy),
+and RBAC on `monitorapprovals` decides who may create one at all.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from goalkeeper.controller.manifests import GROUP, LABEL_MONITOR, VERSION, label_value
+from goalkeeper.core.models import ApprovalDecision, MonitorStatus
+
+
+def describe_request(status: MonitorStatus) -> str:
+    request = status.approval
+    assert request is not None
+    amount = request.amount
+    return (
+        f"request {request.id} (check {request.check}): {request.action.action}\n"
+        f"  estimated cost {float(request.estimatedCost.amount):.2f} "
+        f"{request.estimatedCost.currency}; approving adds {float(amount.amount):.2f} "
+        f"{amount.currency} to the ceiling for this action only\n"
+        f"  why: {request.message}\n"
+        f"  open until {request.expiresAt.isoformat()}"
+    )
+
+
+def approval_body(
+    monitor: dict[str, Any],
+    decision: ApprovalDecision,
+    *,
+    amount: float | None = None,
+    reason: str = "",
+) -> dict[str, Any]:
+    """The MonitorApproval answering `monitor`'s pending request, owned by the Monitor so it
+    goes with it."""
+    meta = monitor["metadata"]
+    status = MonitorStatus.model_validate(monitor.get("status") or {})
+    assert status.approval is not None
+    spec: dict[str, Any] = {
+        "monitor": meta["name"],
+        "requestId": status.approval.id,
+        "decision": decision.value,
+    }
+    if amount is not None:
+        spec["amount"] = amount
+    if reason:
+        spec["reason"] = reason
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MonitorApproval",
+        "metadata": {
+            "generateName": f"{meta['name'][:50]}-{decision.value}-",
+            "labels": {LABEL_MONITOR: label_value(meta["name"])},
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "Monitor",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def answer(
+    monitor_name: str,
+    namespace: str,
+    decision: ApprovalDecision,
+    *,
+    amount: float | None = None,
+    reason: str = "",
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        api_client = config.new_client_from_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException as error:
+        print(f"goalkeeper: no kubeconfig: {error}", file=err)
+        return 2
+    custom: Any = client.CustomObjectsApi(api_client)
+    try:
+        monitor: dict[str, Any] = custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, "monitors", monitor_name
+        )
+        status = MonitorStatus.model_validate(monitor.get("status") or {})
+        if status.approval is None:
+            print(
+                f"goalkeeper: Monitor {namespace}/{monitor_name} has no approval request open.",
+                file=err,
+            )
+            return 1
+        print(f"Monitor {namespace}/{monitor_name} asks for approval:", file=out)
+        print(describe_request(status), file=out)
+        body = approval_body(monitor, decision, amount=amount, reason=reason)
+        made: dict[str, Any] = custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, "monitorapprovals", body
+        )
+    except ApiException as error:
+        print(f"goalkeeper: {error.status} {error.reason}: {_said(error)}", file=err)
+        return 1
+    spec = made.get("spec") or {}
+    print(
+        f"monitorapproval/{made['metadata']['name']} created: {spec.get('decision')} "
+        f"request {spec.get('requestId')} as {spec.get('approver') or '(no approver stamped)'}",
+        file=out,
+    )
+    return 0
+
+
+def _said(error: Any) -> str:
+    import json
+
+    try:
+        return str(json.loads(error.body or "{}").get("message") or "")[:500]
+    except (ValueError, AttributeError):
+        return ""

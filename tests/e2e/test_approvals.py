@@ -1,0 +1,220 @@
+"""Human approvals end to end: a paid action over its ceiling waits for a person, who
+answers with `goalkeeper approve` or `goalkeeper reject` as themselves; the API server
+decides who may and stamps who did."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.harness import (
+    BIN,
+    GROUP,
+    ROOT,
+    VERSION,
+    Cluster,
+    Facts,
+    OperatorProcess,
+    Scenario,
+    observation,
+    report_text,
+    wait_until,
+    write_token_kubeconfig,
+)
+from tests.support.model_server import ModelServer
+from tests.support.observations import action, contract
+
+pytestmark = pytest.mark.cluster
+
+CEILING = {"amount": 10, "currency": "USD"}
+PAID = [{"id": "resume-build", "description": "Resume the build on paid GPUs.", "paid": True}]
+JOB = [{"apiVersion": "batch/v1", "kind": "Job", "name": "build"}]
+
+
+def paid_resume(facts: Facts, n: int) -> dict[str, Any]:
+    """Check 1 asks for a paid resume estimated at 15 USD over a 10 USD ceiling; later
+    checks wait for the build, or stop once it succeeded."""
+    authority = {"contract": contract(costCeiling=CEILING), "authorizedActions": PAID}
+    if n == 1:
+        resume = action(estimatedCost={"amount": 15, "currency": "USD"})
+        return observation(
+            "act", "incomplete", "idle", facts, "Job build waits.", action=resume, **authority
+        )
+    if facts.succeeded:
+        return observation(
+            "stop", "complete", "complete", facts, "Done.", stopReason="goalComplete", **authority
+        )
+    return observation("wait", "incomplete", "running", facts, "Runs.", watch=JOB, **authority)
+
+
+def account(control_plane: Any, cluster: Cluster, name: str, tmp_path: Path, role: bool) -> Path:
+    """A kubeconfig of ServiceAccount `name`, bound to goalkeeper-approver when `role`."""
+    control_plane.kubectl("create", "serviceaccount", name, "-n", cluster.ns, check=True)
+    if role:
+        control_plane.kubectl(
+            "apply", "-f", str(ROOT / "config" / "rbac" / "approver.yaml"), check=True
+        )
+        control_plane.kubectl(
+            "create", "rolebinding", f"{name}-approves", "--clusterrole=goalkeeper-approver",
+            f"--serviceaccount={cluster.ns}:{name}", "-n", cluster.ns, check=True,
+        )  # fmt: skip
+    path = tmp_path / f"{name}.kubeconfig"
+    write_token_kubeconfig(cluster.api, control_plane.kubeconfig, cluster.ns, name, path)
+    return path
+
+
+def goalkeeper(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "goalkeeper"), *args],
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def awaiting(cluster: Cluster, operator: OperatorProcess) -> dict[str, Any]:
+    return wait_until(
+        lambda: (s := cluster.status()).get("approval") and s, 120, "the request", operator.logs
+    )
+
+
+def approval(name: str, request: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MonitorApproval",
+        "metadata": {"name": name},
+        "spec": {"monitor": "build", "requestId": request, "decision": "approve", **spec},
+    }
+
+
+def as_user(kubeconfig: Path) -> Any:
+    from kubernetes import config
+
+    return client.CustomObjectsApi(config.new_client_from_config(str(kubeconfig)))
+
+
+@pytest.mark.operator_env(GOALKEEPER_APPROVAL_TIMEOUT="10m")
+def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
+    cluster: Cluster,
+    model: ModelServer,
+    operator: OperatorProcess,
+    control_plane: Any,
+    tmp_path: Path,
+) -> None:
+    cluster.target()
+    model.default = Scenario(cluster.ns, paid_resume)
+    cluster.create_monitor(everyMinutes=60, maxChecks=6)
+    status = awaiting(cluster, operator)
+    request = status["approval"]
+    assert (request["amount"], request["estimatedCost"]) == (
+        {"amount": 5.0, "currency": "USD"},
+        {"amount": 15, "currency": "USD"},
+    )
+    assert status["health"]["state"] == "AwaitingHuman"
+    assert status["activity"] == "awaitingApproval" and not cluster.step_kinds().count("act")
+    (asked,) = cluster.events("ApprovalRequested")
+    assert asked.type == "Warning" and request["id"] in asked.message
+
+    approver = account(control_plane, cluster, "approver", tmp_path, role=True)
+    stranger = account(control_plane, cluster, "stranger", tmp_path, role=False)
+    me = f"system:serviceaccount:{cluster.ns}:approver"
+
+    # Without the role, the API server refuses the approval.
+    with pytest.raises(ApiException) as refused:
+        as_user(stranger).create_namespaced_custom_object(
+            GROUP, VERSION, cluster.ns, "monitorapprovals", approval("by-stranger", request["id"])
+        )
+    assert refused.value.status == 403
+
+    # An approval naming someone else is stamped with its real creator; one for another
+    # request is ignored, says so, and cannot be edited into the right one.
+    def made_stale() -> dict[str, Any]:
+        body = approval("stale", "req-0", approver="the-boss")
+        return as_user(approver).create_namespaced_custom_object(  # type: ignore[no-any-return]
+            GROUP, VERSION, cluster.ns, "monitorapprovals", body
+        )
+
+    stale = made_stale()
+    assert stale["spec"]["approver"] == me
+    ignored = wait_until(lambda: cluster.events("ApprovalIgnored"), 60, "the stale approval")
+    assert "answers request req-0" in ignored[0].message
+    # Not even a cluster admin can edit an approval afterwards (the approver may not at all).
+    with pytest.raises(ApiException) as edited:
+        cluster.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, cluster.ns, "monitorapprovals", "stale",
+            {"spec": {"requestId": request["id"]}},
+        )  # fmt: skip
+    assert edited.value.status == 403 and "cannot be changed" in str(edited.value.body)
+    assert cluster.status()["approval"]["ignored"] == ["stale"]
+
+    answered = goalkeeper(approver, "approve", "build", "-n", cluster.ns, "--reason", "Q4 GPUs")
+    assert answered.returncode == 0, answered.stderr
+    assert f"approve request {request['id']} as {me}" in answered.stdout
+    assert "adds 5.00 USD to the ceiling for this action only" in answered.stdout
+
+    stopped = wait_until(cluster.stopped, 120, "the monitor to finish", operator.logs)
+    assert stopped["stop"]["reason"] == "goalComplete"
+    (record,) = stopped["approvals"]
+    assert (record["approver"], record["requestId"], record["amount"]["amount"]) == (
+        me,
+        request["id"],
+        5.0,
+    )
+    assert record["reason"] == "Q4 GPUs"
+    # The act step ran the requested action with the approval named, then was verified.
+    steps = cluster.steps()
+    kinds = [s["spec"]["kind"] for s in steps]
+    assert kinds[:3] == ["observe", "act", "observe"]
+    granted = steps[1]["spec"]["input"]["action"]["approval"]
+    assert me in granted and "added 5.00 USD to the cost ceiling for this action" in granted
+    assert stopped["spend"]["total"]["amount"] == 15
+    assert stopped["health"]["state"] == "Healthy"
+    assert cluster.events("ApprovalAccepted")
+
+
+@pytest.mark.operator_env(GOALKEEPER_APPROVAL_TIMEOUT="10m")
+def test_a_rejection_stops_with_the_final_report(
+    cluster: Cluster,
+    model: ModelServer,
+    operator: OperatorProcess,
+    control_plane: Any,
+    tmp_path: Path,
+) -> None:
+    cluster.target()
+    model.default = Scenario(cluster.ns, paid_resume)
+    cluster.create_monitor(everyMinutes=60, maxChecks=6)
+    awaiting(cluster, operator)
+    approver = account(control_plane, cluster, "approver", tmp_path, role=True)
+    answered = goalkeeper(approver, "reject", "build", "-n", cluster.ns, "--reason", "too dear")
+    assert answered.returncode == 0, answered.stderr
+    stopped = wait_until(cluster.stopped, 60, "the monitor to stop", operator.logs)
+    assert stopped["stop"]["reason"] == "paidActionNotApproved"
+    assert stopped["stop"]["message"].endswith(": too dear")
+    assert cluster.step_kinds() == ["observe"]
+    final = [e for e in cluster.events("Report") if e.metadata.name.endswith("check-1-final")]
+    assert len(final) == 1 and "Stopped: system:serviceaccount:" in report_text(final[0])
+    # Nothing is open any more to answer.
+    again = goalkeeper(approver, "approve", "build", "-n", cluster.ns)
+    assert again.returncode == 1 and "has no approval request open" in again.stderr
+
+
+@pytest.mark.operator_env(GOALKEEPER_APPROVAL_TIMEOUT="3s")
+def test_no_answer_within_the_window_stops(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    cluster.target()
+    model.default = Scenario(cluster.ns, paid_resume)
+    cluster.create_monitor(everyMinutes=60, maxChecks=6)
+    awaiting(cluster, operator)
+    stopped = wait_until(cluster.stopped, 60, "the window to end", operator.logs)
+    assert stopped["stop"]["reason"] == "paidActionNotApproved"
+    assert stopped["stop"]["message"].startswith("No answer came to approval request req-1")
+    assert cluster.step_kinds() == ["observe"] and "approval" not in stopped
