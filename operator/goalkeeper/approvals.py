@@ -1,9 +1,10 @@
 """`goalkeeper approve|reject MONITOR [-n NAMESPACE]`: answer a monitor's approval request.
 
 The command reads the pending request from the Monitor's status, shows what it asks,
-and creates a MonitorApproval for it as the current kubeconfig user. It names no approver
-itself: the API server stamps the creating user into `spec.approver` (an admission policy),
-and RBAC on `monitorapprovals` decides who may create one at all.
+and creates a MonitorApproval for it as the current kubeconfig user, naming that user as
+the API server reports them (a SelfSubjectReview). The API server has the last word: an
+admission policy stamps the creating user into `spec.approver` and refuses any other
+name, and RBAC on `monitorapprovals` decides who may create one at all.
 """
 
 from __future__ import annotations
@@ -18,14 +19,9 @@ from goalkeeper.core.models import ApprovalDecision, MonitorStatus
 def describe_request(status: MonitorStatus) -> str:
     request = status.approval
     assert request is not None
-    amount = request.amount
     return (
-        f"request {request.id} (check {request.check}): {request.action.action}\n"
-        f"  estimated cost {float(request.estimatedCost.amount):.2f} "
-        f"{request.estimatedCost.currency}; approving adds {float(amount.amount):.2f} "
-        f"{amount.currency} to the ceiling for this action only\n"
-        f"  why: {request.message}\n"
-        f"  open until {request.expiresAt.isoformat()}"
+        f"request {request.id} (check {request.check}, {request.kind.value}): "
+        f"{request.message}\n  open until {request.expiresAt.isoformat()}"
     )
 
 
@@ -33,6 +29,7 @@ def approval_body(
     monitor: dict[str, Any],
     decision: ApprovalDecision,
     *,
+    approver: str,
     amount: float | None = None,
     reason: str = "",
 ) -> dict[str, Any]:
@@ -45,6 +42,7 @@ def approval_body(
         "monitor": meta["name"],
         "requestId": status.approval.id,
         "decision": decision.value,
+        "approver": approver,
     }
     if amount is not None:
         spec["amount"] = amount
@@ -101,7 +99,12 @@ def answer(
             return 1
         print(f"Monitor {namespace}/{monitor_name} asks for approval:", file=out)
         print(describe_request(status), file=out)
-        body = approval_body(monitor, decision, amount=amount, reason=reason)
+        authentication: Any = client.AuthenticationV1Api(api_client)
+        review = authentication.create_self_subject_review(
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        )
+        approver = str(review.status.user_info.username)
+        body = approval_body(monitor, decision, approver=approver, amount=amount, reason=reason)
         made: dict[str, Any] = custom.create_namespaced_custom_object(
             GROUP, VERSION, namespace, "monitorapprovals", body
         )

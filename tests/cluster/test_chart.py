@@ -98,6 +98,9 @@ def load(path: Path) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
+MUTATING_POLICY = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+
+
 def find(docs: list[dict[str, Any]], kind: str, name: str, namespace: str | None = None) -> Any:
     for doc in docs:
         meta = doc["metadata"]
@@ -147,7 +150,10 @@ def test_bad_values_fail_naming_the_field(helm: Helm, setting: str, field: str) 
 
 
 def test_cluster_wide_rules_are_config_rbac_and_admission(offline_helm: Helm) -> None:
-    docs = offline_helm.render("-n", "goalkeeper-system", "--set", "stepNamespaces={team-a}")
+    docs = offline_helm.render(
+        "-n", "goalkeeper-system", "--set", "stepNamespaces={team-a}",
+        "--api-versions", MUTATING_POLICY,
+    )  # fmt: skip
     operator = load(REPO / "config" / "rbac" / "operator.yaml")
     want = find(operator, "ClusterRole", "goalkeeper-operator")
     assert find(docs, "ClusterRole", "goalkeeper-operator")["rules"] == want["rules"]
@@ -171,6 +177,15 @@ def test_cluster_wide_rules_are_config_rbac_and_admission(offline_helm: Helm) ->
     for want in policies:
         assert find(docs, want["kind"], want["metadata"]["name"])["spec"] == want["spec"]
     assert env_of(docs)["GOALKEEPER_NAMESPACES"] == ""
+
+
+def test_without_mutating_policies_the_approver_is_still_checked(offline_helm: Helm) -> None:
+    # Before Kubernetes 1.36 nothing stamps the approver; the validating policy still
+    # refuses any approver but the creator, whom `goalkeeper approve` names itself.
+    docs = offline_helm.render("-n", "goalkeeper-system")
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("ValidatingAdmissionPolicy", "goalkeeper-approvals") in kinds
+    assert not [d for d in docs if d["kind"].startswith("MutatingAdmissionPolicy")]
 
 
 def test_namespaced_rules_add_up_to_config_rbac(offline_helm: Helm) -> None:

@@ -122,6 +122,13 @@ def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
     assert status["activity"] == "awaitingApproval" and not cluster.step_kinds().count("act")
     (asked,) = cluster.events("ApprovalRequested")
     assert asked.type == "Warning" and request["id"] in asked.message
+    # What the user sees, printed for the README.
+    print(control_plane.kubectl("get", "monitors", "-n", cluster.ns).stdout)
+    print(
+        control_plane.kubectl(
+            "get", "events", "-n", cluster.ns, "--field-selector", "reason=ApprovalRequested"
+        ).stdout
+    )
 
     approver = account(control_plane, cluster, "approver", tmp_path, role=True)
     stranger = account(control_plane, cluster, "stranger", tmp_path, role=False)
@@ -157,8 +164,12 @@ def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
 
     answered = goalkeeper(approver, "approve", "build", "-n", cluster.ns, "--reason", "Q4 GPUs")
     assert answered.returncode == 0, answered.stderr
+    print(answered.stdout)
     assert f"approve request {request['id']} as {me}" in answered.stdout
-    assert "adds 5.00 USD to the ceiling for this action only" in answered.stdout
+    assert "adds 5.00 USD to the cost ceiling for this action only" in answered.stdout
+    assert "estimated at 15.00 USD, 0.00 USD is spent and the ceiling is 10.00 USD" in (
+        answered.stdout
+    )
 
     stopped = wait_until(cluster.stopped, 120, "the monitor to finish", operator.logs)
     assert stopped["stop"]["reason"] == "goalComplete"
@@ -178,6 +189,7 @@ def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
     assert stopped["spend"]["total"]["amount"] == 15
     assert stopped["health"]["state"] == "Healthy"
     assert cluster.events("ApprovalAccepted")
+    print(control_plane.kubectl("get", "monitorapprovals", "-n", cluster.ns).stdout)
 
 
 @pytest.mark.operator_env(GOALKEEPER_APPROVAL_TIMEOUT="10m")

@@ -64,7 +64,11 @@ def woken_steps(cluster: Cluster) -> list[dict[str, Any]]:
 
 @pytest.mark.operator_env(GOALKEEPER_WAKE_INTERVAL_SECONDS="2")
 def test_a_job_that_finishes_mid_wait_stops_the_monitor_within_seconds(
-    cluster: Cluster, model: ModelServer, operator: OperatorProcess, tmp_path: Path
+    cluster: Cluster,
+    model: ModelServer,
+    operator: OperatorProcess,
+    tmp_path: Path,
+    control_plane: Any,
 ) -> None:
     gate = tmp_path / "finish-build"
     cluster.target(suspended=False, gate=gate)
@@ -74,6 +78,7 @@ def test_a_job_that_finishes_mid_wait_stops_the_monitor_within_seconds(
     schedule = status["schedule"]
     assert schedule["watch"] == JOB
     assert schedule["description"].endswith(", or sooner on a change of Job/build.")
+    print(control_plane.kubectl("get", "monitors", "-n", cluster.ns).stdout)
 
     gate.touch()  # the build finishes now, long before the timer
     stopped = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)
@@ -92,6 +97,7 @@ def test_a_job_that_finishes_mid_wait_stops_the_monitor_within_seconds(
     assert len(reports) == stopped["checks"] == len(steps)
     assert "Checked: woken by Job/build: " in stopped["report"]
     assert any("Checked: woken by Job/build" in report_text(e) for e in reports)
+    print(stopped["report"])
 
 
 @pytest.mark.operator_env(GOALKEEPER_WAKE_INTERVAL_SECONDS="3")

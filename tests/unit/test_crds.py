@@ -113,3 +113,10 @@ def test_a_monitor_approval_has_no_status_and_its_answer_in_columns() -> None:
     assert properties["spec"]["properties"]["decision"]["enum"] == ["approve", "reject"]
     names = [c["name"] for c in version["additionalPrinterColumns"]]
     assert names == ["Monitor", "Request", "Decision", "Amount", "Approver", "Age"]
+
+
+def test_the_approval_example_is_a_valid_monitor_approval() -> None:
+    example = yaml.safe_load((Path(__file__).parents[2] / "examples" / "approval.yaml").read_text())
+    assert example["kind"] == "MonitorApproval"
+    spec = MonitorApprovalSpec.model_validate(example["spec"])
+    assert spec.approver == ""  # the API server fills it in

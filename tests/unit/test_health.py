@@ -11,6 +11,7 @@ from tests.support.engine_loop import T0, Loop
 from tests.support.observations import action, observation, result, track
 
 from goalkeeper.core.engine import (
+    ApprovalAnswered,
     LaunchStep,
     Notify,
     ObservationAccepted,
@@ -24,6 +25,7 @@ from goalkeeper.core.health import FAILING_STEPS, LOOP_ACTS, STALL_CHECKS
 from goalkeeper.core.models import (
     ConditionStatus,
     Health,
+    MonitorApprovalSpec,
     MonitorState,
     MonitorStatus,
     Observation,
@@ -140,6 +142,37 @@ def test_a_stall_gets_one_recovery_and_the_same_stall_after_it_stops_the_monitor
     (stop,) = [e for e in again if isinstance(e, StopMonitor)]
     assert stop.reason is StopReason.blocked
     assert "stalled again in the same state after its one automatic recovery" in stop.message
+
+
+def test_with_approvals_on_the_same_stall_after_its_recovery_waits_for_a_person() -> None:
+    loop = Loop(options={"approval_window": timedelta(hours=1)})
+    stall(loop)
+    check(loop, recovery())
+    loop.send(StepFinished(loop.seq, result()))
+    again = check(loop, running(21))
+    assert not [e for e in again if isinstance(e, StopMonitor)]
+    request = loop.status.approval
+    assert request is not None and request.kind.value == "stalled" and request.action is None
+    assert loop.status.health.state is Health.AwaitingHuman
+    assert "stalled again in the same state" in request.message
+    # Approved: the run goes on, observing at once, with one more recovery for the stall.
+    answer = MonitorApprovalSpec(
+        monitor="build", requestId=request.id, decision="approve", approver="alice"
+    )
+    effects = loop.send(ApprovalAnswered("go-on", answer))
+    assert [e.kind for e in effects if isinstance(e, LaunchStep)] == [StepKind.observe]
+    assert loop.status.health.state is Health.Stalled and not loop.status.health.recoveredStall
+    assert [e.kind for e in check(loop, recovery()) if isinstance(e, LaunchStep)] == [StepKind.act]
+    # Rejected, the next time: stopped as blocked.
+    loop.send(StepFinished(loop.seq, result()))
+    check(loop, running(21))
+    request = loop.status.approval
+    assert request is not None
+    answer = MonitorApprovalSpec(
+        monitor="build", requestId=request.id, decision="reject", approver="alice"
+    )
+    (stop,) = [e for e in loop.send(ApprovalAnswered("stop", answer)) if isinstance(e, StopMonitor)]
+    assert stop.reason is StopReason.blocked and "stopped the stalled run" in stop.message
 
 
 def test_a_recovery_that_moves_the_target_ends_the_stall() -> None:

@@ -6,14 +6,17 @@ a material change is the core's (`core.wakes`). A change is held for the monitor
 its reconcile takes it (`take`), so a wake is never lost to a busy worker; the engine
 decides whether it starts a check. The baseline is the object as the watch showed it
 when the monitor began to wait: a change before that is the next timed check's to see.
+Each open watch reads in a thread of its own, as the client is synchronous.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -122,6 +125,37 @@ class KubeSource:
                 log.debug("closing the watch of %s", key, exc_info=True)
 
 
+async def _in_thread(key: StreamKey, call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)` in a thread of its own: a watch blocks its thread for minutes, and the
+    loop's shared executor has only a few."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    def run() -> None:
+        try:
+            result = call(*args)
+        except BaseException as error:  # handed to the awaiting task
+            _hand_over(loop, settle, None, error)
+        else:
+            _hand_over(loop, settle, result, None)
+
+    threading.Thread(target=run, name=f"watch-{key[1]}-{key[2]}", daemon=True).start()
+    return await done
+
+
+def _hand_over(loop: asyncio.AbstractEventLoop, settle: Callable[..., None], *outcome: Any) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+        loop.call_soon_threadsafe(settle, *outcome)
+
+
 @dataclass
 class _Stream:
     key: StreamKey
@@ -215,9 +249,9 @@ class TargetWatches:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                version, items = await asyncio.to_thread(self._source.list, stream.key)
+                version, items = await _in_thread(stream.key, self._source.list, stream.key)
                 self._listed(stream, items)
-                await asyncio.to_thread(self._follow, loop, stream, version)
+                await _in_thread(stream.key, self._follow, loop, stream, version)
                 delay = RETRY_FIRST
             except asyncio.CancelledError:
                 raise
@@ -238,7 +272,7 @@ class TargetWatches:
                 continue
             name = str((obj.get("metadata") or {}).get("name") or "")
             state = wakes.GONE if kind == "DELETED" else wakes.material_state(obj)
-            loop.call_soon_threadsafe(self._seen, stream, name, state)
+            _hand_over(loop, self._seen, stream, name, state)
             if self._streams.get(stream.key) is not stream:
                 return
 

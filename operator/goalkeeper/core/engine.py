@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from goalkeeper.core import guards, health, wakes
 from goalkeeper.core.budget import fit_status
@@ -19,6 +20,7 @@ from goalkeeper.core.models import (
     ActionResult,
     Activity,
     ApprovalDecision,
+    ApprovalKind,
     ApprovalRecord,
     ApprovalRequest,
     Condition,
@@ -499,6 +501,8 @@ class _Turn:
             self.report_and_stop(
                 observation, StopReason(observation.stopReason.value), observation.reason
             )
+        elif health.stalled_again(st.health) and self.approval_window > timedelta(0):
+            self.await_stall_decision(observation)
         elif health.stalled_again(st.health):
             self.report_and_stop(
                 observation,
@@ -591,32 +595,60 @@ class _Turn:
         self, observation: Observation, action: ActionRequest, why: str, need: guards.ApprovalNeed
     ) -> None:
         """Pause with a durable request for a person's decision on a paid action."""
-        st = self.status
-        request = ApprovalRequest(
-            id=f"req-{st.stepSeq}",
-            check=st.checks,
+
+        def money(value: Money) -> str:
+            return f"{float(value.amount):.2f} {value.currency}"
+
+        amount = money(need.amount)
+        ceiling = f"the ceiling is {money(need.ceiling)}" if need.ceiling else "no ceiling is set"
+        request = self.open_request(
+            ApprovalKind.paidAction,
+            f"The paid action '{action.action}' needs approval ({why.rstrip('.')}): it is "
+            f"estimated at {money(need.estimate)}, {money(need.spent)} is spent and "
+            f"{ceiling}. Approving adds {amount} to the cost ceiling for this action only.",
             action=action,
-            message=why,
             estimatedCost=need.estimate,
             ceiling=need.ceiling,
             spent=need.spent,
             amount=need.amount,
+        )
+        self.report(observation, next_action=f"awaiting approval of {amount}: {action.action}")
+        self.announce(request)
+
+    def await_stall_decision(self, observation: Observation) -> None:
+        """A stall that came back after its one recovery: a person decides whether the run
+        goes on (with one more recovery) or stops."""
+        request = self.open_request(
+            ApprovalKind.stalled,
+            f"{self.status.health.message} It stalled again in the same state after its one "
+            "automatic recovery. Approving lets the run go on with one more recovery; "
+            "rejecting stops it.",
+        )
+        self.report(observation, next_action="awaiting a person's decision on the stall")
+        self.announce(request)
+
+    def open_request(self, kind: ApprovalKind, message: str, **details: Any) -> ApprovalRequest:
+        st = self.status
+        st.approval = ApprovalRequest(
+            id=f"req-{st.stepSeq}",
+            kind=kind,
+            check=st.checks,
+            message=message[:2000],
             requestedAt=self.now,
             expiresAt=self.now + self.approval_window,
+            **details,
         )
-        st.approval = request
-        amount = f"{float(need.amount.amount):.2f} {need.amount.currency}"
+        self.judge_health(health.awaiting(st.health, message, self.now))
+        return st.approval
+
+    def announce(self, request: ApprovalRequest) -> None:
         text = (
-            f"The paid action '{action.action}' needs approval: {why} Approving request "
-            f"{request.id} adds {amount} to the cost ceiling for this action only. Answer "
-            f"with `goalkeeper approve` or `goalkeeper reject` and the Monitor's name, or a "
-            f"MonitorApproval; without an answer by {request.expiresAt.isoformat()} the "
-            "monitor stops."
+            f"{request.message} Answer request {request.id} with `goalkeeper approve` or "
+            "`goalkeeper reject` and the Monitor's name, or a MonitorApproval; without an "
+            f"answer by {request.expiresAt.isoformat()} the monitor stops."
         )
-        self.judge_health(health.awaiting(st.health, text, self.now))
-        self.report(observation, next_action=f"awaiting approval of {amount}: {action.action}")
         self.effects.append(
-            Notify(f"approval-{request.id}", "ApprovalRequested", text[:1000], True)
+            Notify(f"approval-{request.id}", "ApprovalRequested", text[:1000], warning=True)
         )
 
     def approval_answered(self, name: str, answer: MonitorApprovalSpec) -> None:
@@ -642,36 +674,47 @@ class _Turn:
                 )
             )
             return
-        currency = request.amount.currency
-        approved = float(request.amount.amount) if answer.amount is None else float(answer.amount)
         approve = answer.decision is ApprovalDecision.approve
-        st.approvals = [
-            *st.approvals,
-            ApprovalRecord(
-                requestId=request.id,
-                name=name,
-                decision=answer.decision,
-                approver=answer.approver,
-                amount=Money(amount=approved, currency=currency) if approve else None,
-                reason=answer.reason,
-                at=self.now,
-            ),
-        ][-APPROVALS_KEPT:]
+        granted = None
+        if approve and request.amount is not None:
+            amount = request.amount.amount if answer.amount is None else answer.amount
+            granted = Money(amount=amount, currency=request.amount.currency)
+        record = ApprovalRecord(
+            requestId=request.id,
+            name=name,
+            decision=answer.decision,
+            approver=answer.approver,
+            amount=granted,
+            reason=answer.reason,
+            at=self.now,
+        )
+        st.approvals = [*st.approvals, record][-APPROVALS_KEPT:]
         st.approval = None
+        if request.kind is ApprovalKind.stalled and approve:
+            # One more recovery for this stall; the same stall after it asks again.
+            st.health.recoveredStall = ""
         self.judge_health(self.health_answered())
         who = f"{answer.approver} (MonitorApproval {name})"
+        said = f": {answer.reason}" if answer.reason.strip() else "."
+        if request.kind is ApprovalKind.stalled:
+            if approve:
+                self.launch_observe()
+            else:
+                self.final_stop(StopReason.blocked, f"{who} stopped the stalled run{said}")
+            return
+        assert request.action is not None and request.amount is not None
         if not approve:
-            said = f": {answer.reason}" if answer.reason.strip() else "."
             self.final_stop(
                 StopReason.paidActionNotApproved,
                 f"{who} rejected the paid action '{request.action.action}'{said}",
             )
             return
-        short = guards.approved_short(request.amount, approved)
+        assert granted is not None
+        short = guards.approved_short(request.amount, float(granted.amount))
         if short is not None:
             self.final_stop(StopReason.paidActionNotApproved, f"{who} approved too little: {short}")
             return
-        grant = f"{approved:.2f} {currency}"
+        grant = f"{float(granted.amount):.2f} {granted.currency}"
         action = request.action.model_copy(
             update={"approval": f"{who} added {grant} to the cost ceiling for this action."}
         )
@@ -763,10 +806,11 @@ class _Turn:
             if self.now >= request.expiresAt:
                 self.status.approval = None
                 self.judge_health(self.health_answered())
+                paid = request.kind is ApprovalKind.paidAction
                 self.final_stop(
-                    StopReason.paidActionNotApproved,
-                    f"No answer came to approval request {request.id} for the paid action "
-                    f"'{request.action.action}' by {request.expiresAt.isoformat()}.",
+                    StopReason.paidActionNotApproved if paid else StopReason.blocked,
+                    f"No answer came to approval request {request.id} by "
+                    f"{request.expiresAt.isoformat()}: {request.message}",
                 )
             return
         schedule = self.status.schedule
@@ -897,6 +941,7 @@ class _Turn:
             action=action,
             health=health.note_for_observe(st.health) if kind is StepKind.observe else "",
             wokenBy=woken_by,
+            approvals=self.approval_window > timedelta(0),
         )
         self.effects.append(LaunchStep(st.stepSeq, kind, step_input, self.now))
         if kind is StepKind.observe:

@@ -539,18 +539,27 @@ class ApprovalDecision(StrEnum):
 APPROVALS_KEPT = 16
 
 
+class ApprovalKind(StrEnum):
+    paidAction = "paidAction"  # approve: the action runs with more ceiling for it
+    stalled = "stalled"  # approve: the run goes on, with one more recovery for the stall
+
+
 class ApprovalRequest(Model):
-    """A paid action waiting for a person's decision, with everything they need to make it."""
+    """A decision the monitor waits for a person to make, with everything they need."""
 
     id: Identifier = Field(description="What a MonitorApproval names to answer this request.")
-    check: Count = Field(description="The check that asked for the action.")
-    action: ActionRequest
-    message: Text2000 = Field(description="Why the action cannot run without approval.")
-    estimatedCost: Money
-    ceiling: Money | None = Field(description="The recorded cost ceiling, if any.")
-    spent: Money = Field(description="Spent so far, as the ledger and the target show it.")
-    amount: Money = Field(
-        description="What an approval must add to the ceiling for this action to run."
+    kind: ApprovalKind = ApprovalKind.paidAction
+    check: Count = Field(description="The check that asked.")
+    action: ActionRequest | None = Field(default=None, description="The paid action.")
+    message: Text2000 = Field(description="Why the monitor cannot go on without a person.")
+    estimatedCost: Money | None = None
+    ceiling: Money | None = Field(default=None, description="The recorded cost ceiling, if any.")
+    spent: Money | None = Field(
+        default=None, description="Spent so far, as the ledger and the target show it."
+    )
+    amount: Money | None = Field(
+        default=None,
+        description="What an approval must add to the ceiling for the paid action to run.",
     )
     requestedAt: datetime
     expiresAt: datetime
@@ -779,6 +788,11 @@ class StepInput(Model):
     )
     wokenBy: Annotated[str, Field(max_length=300)] = Field(
         default="", description="The target change that started this check before its timer."
+    )
+    approvals: bool = Field(
+        default=False,
+        description="Whether a paid action without approval or over its ceiling goes to a "
+        "person for approval instead of stopping the monitor.",
     )
 
 

@@ -199,6 +199,12 @@ def observe_user_prompt(step: StepInput, *, fence_id: str, namespace: str, now: 
     health = ""
     if step.health:
         health = f"\n## Health of this run (seen by the operator)\n{step.health}\n"
+    if step.approvals:
+        health += (
+            "\n## Approvals\nA person can approve a paid action that has no recorded approval "
+            "or would exceed the cost ceiling: request it (route act, with its estimatedCost) "
+            "instead of stopping; the operator asks them before anything runs.\n"
+        )
     if step.wokenBy:
         # The operator's own words, from the watch; the target text in it is a name.
         health += f"\n## Why this check runs now\nBefore its timer: {step.wokenBy}\n"

@@ -40,8 +40,8 @@ class Source:
         if key in self.events:
             self.events[key].put(_END)
 
-    def send(self, kind: str, obj: dict[str, Any]) -> None:
-        self.events[("batch/v1", "Job", NS)].put({"type": kind, "object": obj})
+    def send(self, kind: str, obj: dict[str, Any], namespace: str = NS) -> None:
+        self.events[("batch/v1", "Job", namespace)].put({"type": kind, "object": obj})
 
 
 async def until(predicate: Any) -> None:
@@ -104,5 +104,23 @@ async def test_the_baseline_is_the_object_when_the_wait_began() -> None:
         source.send("MODIFIED", job("build", active=1, failed=1))
         await until(lambda: len(woken) == 3)
         assert woken == [(NS, "a"), (NS, "a"), (NS, "late")]
+    finally:
+        await watches.close()
+
+
+async def test_many_open_watches_each_read_in_a_thread_of_their_own() -> None:
+    # More watches than the event loop's default executor has threads: none waits.
+    source = Source(job("build", active=1))
+    woken: list[tuple[str, str]] = []
+    watches = TargetWatches(source, lambda ns, name: woken.append((ns, name)))
+    namespaces = [f"team-{i}" for i in range(40)]
+    try:
+        for namespace in namespaces:
+            watches.want((namespace, "m"), [BUILD])
+        await until(lambda: all(watches.watching((ns, "m")) for ns in namespaces))
+        assert watches.connections == len(namespaces)
+        source.send("MODIFIED", job("build", active=0), namespace="team-39")
+        await until(lambda: woken)
+        assert woken == [("team-39", "m")]
     finally:
         await watches.close()

@@ -121,6 +121,16 @@ def test_observe_prompt_starts_with_what_a_monitor_keeps_and_states_the_authorit
     assert "Check 4 of at most 50" in second and "0123456789abcdef" in second
 
 
+def test_observe_prompt_says_what_woke_the_check_and_that_a_person_can_approve() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    plain = prompts.observe_user_prompt(step_input(), fence_id=FID, namespace="shop", now=now)
+    assert "## Why this check runs now" not in plain and "## Approvals" not in plain
+    step = step_input(wokenBy="Job/build: Complete", approvals=True)
+    told = prompts.observe_user_prompt(step, fence_id=FID, namespace="shop", now=now)
+    assert "## Why this check runs now\nBefore its timer: Job/build: Complete" in told
+    assert "## Approvals\nA person can approve a paid action" in told
+
+
 async def test_invalid_answer_is_sent_back_for_correction_then_accepted() -> None:
     bad = observation_dict("act")
     del bad["action"]  # route act without an action request
