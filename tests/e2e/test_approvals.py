@@ -80,7 +80,11 @@ def goalkeeper(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-def awaiting(cluster: Cluster, operator: OperatorProcess) -> dict[str, Any]:
+def awaiting(cluster: Cluster, model: ModelServer, operator: OperatorProcess) -> dict[str, Any]:
+    """The status once the monitor, asked for a paid resume, awaits a person."""
+    cluster.target()
+    model.default = Scenario(cluster.ns, paid_resume)
+    cluster.create_monitor(everyMinutes=60, maxChecks=6)
     return wait_until(
         lambda: (s := cluster.status()).get("approval") and s, 120, "the request", operator.logs
     )
@@ -109,10 +113,7 @@ def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
     control_plane: Any,
     tmp_path: Path,
 ) -> None:
-    cluster.target()
-    model.default = Scenario(cluster.ns, paid_resume)
-    cluster.create_monitor(everyMinutes=60, maxChecks=6)
-    status = awaiting(cluster, operator)
+    status = awaiting(cluster, model, operator)
     request = status["approval"]
     assert (request["amount"], request["estimatedCost"]) == (
         {"amount": 5.0, "currency": "USD"},
@@ -193,23 +194,23 @@ def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
 
 
 @pytest.mark.operator_env(GOALKEEPER_APPROVAL_TIMEOUT="10m")
-def test_a_rejection_stops_with_the_final_report(
+def test_a_rejection_after_an_operator_restart_stops_with_the_final_report(
     cluster: Cluster,
     model: ModelServer,
     operator: OperatorProcess,
     control_plane: Any,
     tmp_path: Path,
 ) -> None:
-    cluster.target()
-    model.default = Scenario(cluster.ns, paid_resume)
-    cluster.create_monitor(everyMinutes=60, maxChecks=6)
-    awaiting(cluster, operator)
+    request = awaiting(cluster, model, operator)["approval"]
+    # The request lives in status: a new operator process takes the answer to it.
+    operator.restart_with()
     approver = account(control_plane, cluster, "approver", tmp_path, role=True)
     answered = goalkeeper(approver, "reject", "build", "-n", cluster.ns, "--reason", "too dear")
     assert answered.returncode == 0, answered.stderr
     stopped = wait_until(cluster.stopped, 60, "the monitor to stop", operator.logs)
     assert stopped["stop"]["reason"] == "paidActionNotApproved"
     assert stopped["stop"]["message"].endswith(": too dear")
+    assert stopped["approvals"][0]["requestId"] == request["id"]
     assert cluster.step_kinds() == ["observe"]
     final = [e for e in cluster.events("Report") if e.metadata.name.endswith("check-1-final")]
     assert len(final) == 1 and "Stopped: system:serviceaccount:" in report_text(final[0])
@@ -222,10 +223,7 @@ def test_a_rejection_stops_with_the_final_report(
 def test_no_answer_within_the_window_stops(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    cluster.target()
-    model.default = Scenario(cluster.ns, paid_resume)
-    cluster.create_monitor(everyMinutes=60, maxChecks=6)
-    awaiting(cluster, operator)
+    awaiting(cluster, model, operator)
     stopped = wait_until(cluster.stopped, 60, "the window to end", operator.logs)
     assert stopped["stop"]["reason"] == "paidActionNotApproved"
     assert stopped["stop"]["message"].startswith("No answer came to approval request req-1")

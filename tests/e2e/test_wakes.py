@@ -63,7 +63,7 @@ def woken_steps(cluster: Cluster) -> list[dict[str, Any]]:
 
 
 @pytest.mark.operator_env(GOALKEEPER_WAKE_INTERVAL_SECONDS="2")
-def test_a_job_that_finishes_mid_wait_stops_the_monitor_within_seconds(
+def test_a_job_that_finishes_mid_wait_stops_the_monitor_within_seconds_after_a_restart(
     cluster: Cluster,
     model: ModelServer,
     operator: OperatorProcess,
@@ -80,6 +80,11 @@ def test_a_job_that_finishes_mid_wait_stops_the_monitor_within_seconds(
     assert schedule["description"].endswith(", or sooner on a change of Job/build.")
     print(control_plane.kubectl("get", "monitors", "-n", cluster.ns).stdout)
 
+    # The operator dies while the monitor waits; the new one watches again from status.
+    operator.kill()
+    operator.start()
+    watching = f"watching Job build in {cluster.ns}"
+    wait_until(lambda: operator.logs().count(watching) == 2, 60, "the watch again", operator.logs)
     gate.touch()  # the build finishes now, long before the timer
     stopped = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)
     assert stopped["stop"]["reason"] == "goalComplete"
