@@ -191,3 +191,11 @@ def test_no_estimate_or_mixed_currencies_cannot_be_approved(observed: float | No
     )
     loop.observe(obs)
     assert loop.status.approval is None and loop.status.stop is not None
+
+
+def test_at_the_safety_limit_no_person_is_asked() -> None:
+    loop = Loop(options={"approval_window": WINDOW}, maxChecks=1)
+    loop.start()
+    loop.observe(paid_observation(10.0, 15.0))
+    assert loop.status.approval is None and loop.status.stop is not None
+    assert loop.status.stop.reason is StopReason.safetyLimit

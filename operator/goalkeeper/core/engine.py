@@ -550,14 +550,17 @@ class _Turn:
     def route_act(self, observation: Observation, action: ActionRequest) -> None:
         refusal = self.refusal(observation, action)
         need = self.approval_need
-        if refusal is not None and need is not None and self.approval_window > timedelta(0):
-            self.await_approval(observation, action, refusal[1], need)
-        elif refusal is not None:
+        approvable = need is not None and self.approval_window > timedelta(0)
+        if refusal is not None and not approvable:
             self.report_and_stop(observation, *refusal)
         elif self.limit_reached():
+            # No check is left to verify the action: not worth asking a person either.
             self.report_and_stop(
                 observation, StopReason.safetyLimit, safety_limit_message(self.spec.maxChecks)
             )
+        elif refusal is not None:
+            assert need is not None
+            self.await_approval(observation, action, refusal[1], need)
         else:
             if health.is_stall_recovery(self.status.health, observation):
                 self.status.health.recoveredStall = self.status.health.fingerprint
