@@ -27,20 +27,19 @@ def describe_request(status: MonitorStatus) -> str:
 
 def approval_body(
     monitor: dict[str, Any],
+    request_id: str,
     decision: ApprovalDecision,
     *,
     approver: str,
     amount: float | None = None,
     reason: str = "",
 ) -> dict[str, Any]:
-    """The MonitorApproval answering `monitor`'s pending request, owned by the Monitor so it
-    goes with it."""
+    """The MonitorApproval answering `monitor`'s request `request_id`, owned by the Monitor
+    so it goes with it."""
     meta = monitor["metadata"]
-    status = MonitorStatus.model_validate(monitor.get("status") or {})
-    assert status.approval is not None
     spec: dict[str, Any] = {
         "monitor": meta["name"],
-        "requestId": status.approval.id,
+        "requestId": request_id,
         "decision": decision.value,
         "approver": approver,
     }
@@ -80,6 +79,8 @@ def answer(
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
 
+    from goalkeeper.controller.api import server_message
+
     try:
         api_client = config.new_client_from_config()  # type: ignore[no-untyped-call]
     except config.ConfigException as error:
@@ -104,12 +105,19 @@ def answer(
             {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
         )
         approver = str(review.status.user_info.username)
-        body = approval_body(monitor, decision, approver=approver, amount=amount, reason=reason)
+        body = approval_body(
+            monitor,
+            status.approval.id,
+            decision,
+            approver=approver,
+            amount=amount,
+            reason=reason,
+        )
         made: dict[str, Any] = custom.create_namespaced_custom_object(
             GROUP, VERSION, namespace, "monitorapprovals", body
         )
     except ApiException as error:
-        print(f"goalkeeper: {error.status} {error.reason}: {_said(error)}", file=err)
+        print(f"goalkeeper: {error.status} {error.reason}: {server_message(error)}", file=err)
         return 1
     spec = made.get("spec") or {}
     print(
@@ -118,12 +126,3 @@ def answer(
         file=out,
     )
     return 0
-
-
-def _said(error: Any) -> str:
-    import json
-
-    try:
-        return str(json.loads(error.body or "{}").get("message") or "")[:500]
-    except (ValueError, AttributeError):
-        return ""

@@ -95,7 +95,7 @@ def typed(error: BaseException, what: str) -> ApiError:
         if status == 429 or status >= 500 or status == 0:
             return Transient(message, status, _retry_after(error))
         # The server's own words name what refused (a role, a policy, a field).
-        said = _message(error)
+        said = server_message(error)
         return Permanent(f"{message}: {said}" if said else message, status)
     if isinstance(error, _NETWORK_ERRORS):
         return Transient(f"{what}: {type(error).__name__}: {error}")
@@ -109,7 +109,8 @@ def _reason(error: ApiException) -> str:
         return ""
 
 
-def _message(error: ApiException) -> str:
+def server_message(error: ApiException) -> str:
+    """The API server's own words in a refusal (a role, a policy, a field), cut short."""
     try:
         return str(json.loads(error.body or "{}").get("message") or "")[:500]
     except (ValueError, AttributeError):

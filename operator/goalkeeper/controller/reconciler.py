@@ -153,10 +153,13 @@ class Reconciler:
         try:
             return await self._reconcile(key, fresh)
         finally:
-            # Not written: the change stays held for the next reconcile.
-            change = self._taken.pop(key, None)
-            if change is not None:
-                self.wakes.restore(key, change)
+            self._give_back(key)
+
+    def _give_back(self, key: Key) -> None:
+        """A target change whose decision was not written stays held for the next round."""
+        change = self._taken.pop(key, None)
+        if change is not None:
+            self.wakes.restore(key, change)
 
     async def _reconcile(self, key: Key, fresh: bool) -> MonitorStatus | None:
         namespace, name = key
@@ -190,9 +193,7 @@ class Reconciler:
             except Conflict:
                 # Someone wrote in between, or what we read was stale: decide again from
                 # what the API server has now.
-                change = self._taken.pop(key, None)
-                if change is not None:
-                    self.wakes.restore(key, change)
+                self._give_back(key)
                 monitor = await self._read_monitor(namespace, name, fresh=True)
             except NotFound:
                 monitor = None

@@ -156,6 +156,10 @@ def _hand_over(loop: asyncio.AbstractEventLoop, settle: Callable[..., None], *ou
         loop.call_soon_threadsafe(settle, *outcome)
 
 
+def _stream_key(target: WatchTarget, namespace: str) -> StreamKey:
+    return (target.apiVersion, target.kind, namespace)
+
+
 @dataclass
 class _Stream:
     key: StreamKey
@@ -185,7 +189,7 @@ class TargetWatches:
     def want(self, key: Key, targets: Sequence[WatchTarget]) -> None:
         """Monitor `key` waits on `targets` now (none: it does not wait, or watches
         nothing); a change of wish drops what it no longer watches and any held change."""
-        wanted = tuple(t for t in targets if (t.apiVersion, t.kind) in wakes.WAKE_KINDS)
+        wanted = tuple(wakes.wakeable(targets)[0])
         if self._wants.get(key, ()) == wanted:
             return
         self._unwant(key)
@@ -193,15 +197,14 @@ class TargetWatches:
             return
         self._wants[key] = wanted
         for target in wanted:
-            stream = self._stream((target.apiVersion, target.kind, key[0]))
+            stream = self._stream(_stream_key(target, key[0]))
             baseline = stream.objects.get(target.name, wakes.GONE) if stream.synced else None
             stream.interest.setdefault(target.name, {})[key] = baseline
 
     def _unwant(self, key: Key) -> None:
         self._pending.pop(key, None)
         for target in self._wants.pop(key, ()):
-            skey = (target.apiVersion, target.kind, key[0])
-            stream = self._streams.get(skey)
+            stream = self._streams.get(_stream_key(target, key[0]))
             if stream is None:
                 continue
             watchers = stream.interest.get(target.name, {})
@@ -215,8 +218,7 @@ class TargetWatches:
         """Whether every target `key` waits on is watched now (its baseline is taken)."""
         wanted = self._wants.get(key, ())
         return bool(wanted) and all(
-            (stream := self._streams.get((t.apiVersion, t.kind, key[0]))) is not None
-            and stream.synced
+            (stream := self._streams.get(_stream_key(t, key[0]))) is not None and stream.synced
             for t in wanted
         )
 

@@ -403,8 +403,6 @@ class _Turn:
         self.stall_checks = health.STALL_CHECKS
         self.wake_interval = wakes.WAKE_INTERVAL
         self.approval_window = timedelta(0)
-        # What approving the paid action just refused would take (set by `refusal`).
-        self.approval_need: guards.ApprovalNeed | None = None
         # The target change that started the check being reported, if any.
         self.woken_by = ""
 
@@ -549,7 +547,9 @@ class _Turn:
 
     def route_act(self, observation: Observation, action: ActionRequest) -> None:
         refusal = self.refusal(observation, action)
-        need = self.approval_need
+        need = None
+        if refusal is not None and refusal[0] is StopReason.paidActionNotApproved:
+            need = guards.approval_need(self.status, action, observation.observedSpend)
         approvable = need is not None and self.approval_window > timedelta(0)
         if refusal is not None and not approvable:
             self.report_and_stop(observation, *refusal)
@@ -585,9 +585,6 @@ class _Turn:
             )
         spend = guards.spend_violation(self.status, action, observation.observedSpend)
         if spend is not None:
-            self.approval_need = guards.approval_need(
-                self.status, action, observation.observedSpend
-            )
             return StopReason.paidActionNotApproved, spend
         repetition = guards.repetition_violation(self.status.attempts, action)
         if repetition is not None:

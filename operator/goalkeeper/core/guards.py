@@ -313,10 +313,7 @@ def spend_violation(
         )
     if not action.approval or not action.approval.strip():
         return "The paid action names no spending approval."
-    currencies = {estimate.currency, ceiling.currency}
-    for money in (observed_spend, ledger.total):
-        if money is not None:
-            currencies.add(money.currency)
+    currencies = _currencies(estimate, ceiling, observed_spend, ledger.total)
     if len(currencies) > 1:
         return (
             "The paid action cannot be checked against its ceiling: amounts are in "
@@ -350,9 +347,7 @@ def approval_need(
     if estimate is None:
         return None
     ceiling = status.contract.costCeiling if status.contract is not None else None
-    currencies = {estimate.currency} | {m.currency for m in (ceiling,) if m is not None}
-    currencies |= {m.currency for m in (observed_spend, status.spend.total) if m is not None}
-    if len(currencies) > 1:
+    if len(_currencies(estimate, ceiling, observed_spend, status.spend.total)) > 1:
         return None
     spent = spent_so_far(observed_spend, status.spend)
     room = float(ceiling.amount) if ceiling is not None else 0.0
@@ -374,6 +369,10 @@ def approved_short(need: Money, approved: float) -> str | None:
         f"The approval adds {approved:.2f} {need.currency} to the ceiling, and the action "
         f"needs {float(need.amount):.2f} {need.currency} more."
     )
+
+
+def _currencies(*amounts: Money | None) -> set[str]:
+    return {money.currency for money in amounts if money is not None}
 
 
 def booked_cost(estimate: Money | None, actual: Money | None) -> tuple[Money, bool] | None:

@@ -298,7 +298,7 @@ def summary_line(tracks: Sequence[TrackState]) -> str:
     if len(tracks) > 1:
         others = len(tracks) - 1
         text += f" (+{others} track{'s' if others != 1 else ''})"
-    return _clip(text, SUMMARY_LINE_MAX)
+    return clip(text, SUMMARY_LINE_MAX)
 
 
 def track_parts(track: TrackState, now: datetime) -> list[str]:
@@ -344,7 +344,7 @@ def fit_track_lines(
     kept: list[str] = []
     used = 0
     for index, track in enumerate(ordered):
-        line = _clip(prefix + describe_track(track, now), max(budget, 1))
+        line = clip(prefix + describe_track(track, now), max(budget, 1))
         remaining = len(ordered) - index - 1
         reserve = len(prefix) + len(omitted_line(remaining)) + 1 if remaining else 0
         cost = len(line) + (1 if kept else 0)
@@ -355,7 +355,7 @@ def fit_track_lines(
     omitted = len(ordered) - len(kept)
     if omitted:
         kept.append(prefix + omitted_line(omitted))
-    return _clip("\n".join(kept), budget)
+    return clip("\n".join(kept), budget)
 
 
 def omitted_line(count: int) -> str:
@@ -479,7 +479,8 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
+    """`text` within `limit` characters, an ellipsis marking a cut."""
     if len(text) <= limit:
         return text
     return text[: max(0, limit - 1)] + _ELLIPSIS

@@ -27,6 +27,7 @@ from goalkeeper.core.models import (
 from goalkeeper.core.progress import (
     REASON_NEED_SAMPLES,
     by_priority,
+    clip,
     describe_track,
     fit_track_lines,
     track_parts,
@@ -39,7 +40,6 @@ NOTES_RESERVE = 1000
 NOTES_HEADER = "Observer notes:"
 NOTES_INDENT = "  "
 _TRACK_INDENT = "  "
-_ELLIPSIS = "\u2026"
 
 
 def format_report(
@@ -91,8 +91,8 @@ def format_report(
     if block:
         room = REPORT_MAX - len(body) - 1
         if room > len(NOTES_HEADER) + len(NOTES_INDENT) + 1:
-            body += "\n" + _clip(block, room)
-    return _clip(body, REPORT_MAX)
+            body += "\n" + clip(block, room)
+    return clip(body, REPORT_MAX)
 
 
 def report_summary(
@@ -188,9 +188,3 @@ def _single_track(track: TrackState, now: datetime) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[: max(0, limit - 1)] + _ELLIPSIS

@@ -8,12 +8,12 @@ fields, labels, annotations or a condition's heartbeat alone never wake a monito
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from goalkeeper.core.models import WatchTarget
+from goalkeeper.core.progress import clip
 
 # The kinds a wake may watch, with their API resource: workloads whose status says how
 # their work goes. Others are left out of the schedule, which says so.
@@ -95,20 +95,16 @@ def describe_change(before: tuple[Any, ...], after: tuple[Any, ...]) -> str | No
     parts.extend(f"{key} {value}" for key, value in counts if old.get(key) != value)
     if not parts:
         parts.append("conditions changed")
-    return _clip(", ".join(parts), 120)
+    return clip(", ".join(parts), 120)
 
 
 def _true(conditions: Sequence[tuple[str, str, str]]) -> set[str]:
     return {c[0] for c in conditions if c[1] == "True"}
 
 
-def fingerprint(state: tuple[Any, ...]) -> str:
-    return json.dumps(state, separators=(",", ":"))
-
-
 def wake_text(target: WatchTarget, change: str) -> str:
     """`Job/build: Complete`, as the report and the schedule show it."""
-    return _clip(f"{target.ref}: {change}", 300)
+    return clip(f"{target.ref}: {change}", 300)
 
 
 def schedule_text(
@@ -122,13 +118,9 @@ def schedule_text(
     if left:
         kinds = ", ".join(sorted({kind for _, kind in WAKE_KINDS}))
         text += f" Not watched (only {kinds} can wake a monitor): {_refs(left)}."
-    return _clip(text, 1000)
+    return clip(text, 1000)
 
 
 def _refs(targets: Sequence[WatchTarget]) -> str:
     refs = [t.ref for t in targets]
     return ", ".join(refs[:-1]) + f" or {refs[-1]}" if len(refs) > 1 else refs[0]
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
