@@ -50,9 +50,22 @@ def test_urls_and_commands_only_when_named_exactly() -> None:
     assert ms.covers(Command("make")) and not ms.covers(Command("/usr/bin/make"))
 
 
+def test_objects_in_words_and_short_names_are_covered_as_in_slashes() -> None:
+    web = obj("web", kind="Deployment", plural="deployments", group="apps")
+    for entry, write in (
+        ("Job build", obj("build")),
+        ("the build Job", obj("build")),
+        ("job build in namespace shop", obj("build")),
+        ("deploy/web", web),
+    ):
+        ms = MutationSet([entry], "shop")
+        assert ms.covers(write) and not ms.covers(obj("other")), entry
+    assert not MutationSet(["Job build in namespace prod"], "shop").covers(obj("build"))
+
+
 def test_other_entries_name_nothing() -> None:
     ms = MutationSet(
-        ["repo:build/config.yaml", "the build Job", "a/b/c/d", "http://u:p@x/"], "shop"
+        ["repo:build/config.yaml", "every build Job", "a/b/c/d", "http://u:p@x/"], "shop"
     )
     assert not ms.covers(obj("build"))
     assert not ms.covers(HttpCall("POST", "http", "x", 80, "/"))
