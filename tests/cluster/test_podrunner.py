@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from typing import Any
 
@@ -229,6 +230,116 @@ def test_env_from_secret_and_configmap(
     state = pod.status.container_statuses[0].state.terminated
     assert pod.status.phase == "Succeeded", state
     assert state.message == "sekret|gpt|v-gpt|envy|False|True"
+
+
+def test_secret_volume_is_written_with_its_mode_and_its_mount_path_mapped(
+    api_client: Any, pod_runner: PodRunner, namespace: str
+) -> None:
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_secret(
+        namespace,
+        {"metadata": {"name": "model"}, "stringData": {"api-key": "sekret", "other": "x"}},
+    )
+    script = textwrap.dedent(
+        """
+        import os, stat, sys
+        path = os.environ["KEY_FILE"]
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        msg = "|".join([
+            open(path).read(), oct(mode), sys.argv[1], path,
+            str(os.path.exists(os.path.join(os.path.dirname(path), "other"))),
+        ])
+        open(os.environ["GOALKEEPER_TERMINATION_MESSAGE_PATH"], "w").write(msg)
+        """
+    )
+    mount = "/var/run/secrets/example.dev/model"
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "keyed"},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "x",
+                        "command": ["python", "-c", script],
+                        "args": [f"{mount}/api-key"],
+                        "env": [{"name": "KEY_FILE", "value": f"{mount}/api-key"}],
+                        "volumeMounts": [
+                            {"name": "key", "mountPath": mount, "readOnly": True},
+                            {"name": "scratch", "mountPath": "/scratch"},
+                        ],
+                    }
+                ],
+                "volumes": [
+                    {
+                        "name": "key",
+                        "secret": {
+                            "secretName": "model",
+                            "items": [{"key": "api-key", "path": "api-key"}],
+                            "defaultMode": 0o400,
+                        },
+                    },
+                    {"name": "scratch", "emptyDir": {}},
+                ],
+            },
+        },
+    )
+    pod = wait_for(
+        lambda: (
+            (p := core.read_namespaced_pod("keyed", namespace)).status.phase
+            in ("Succeeded", "Failed")
+            and p
+        ),
+        60,
+        "pod keyed to finish",
+    )
+    state = pod.status.container_statuses[0].state.terminated
+    assert pod.status.phase == "Succeeded", state
+    key, mode, argument, path, other = state.message.split("|")
+    assert (key, mode, other) == ("sekret", "0o400", "False")
+    assert argument == path and not path.startswith(mount) and path.endswith("/key/api-key")
+    rec = pod_runner.record(namespace, "keyed")
+    assert rec is not None and rec.done.wait(15)
+    assert not os.path.exists(path)  # removed with its pod, as a kubelet unmounts it
+
+
+def test_a_missing_secret_volume_fails_the_pod(
+    api_client: Any, pod_runner: PodRunner, namespace: str
+) -> None:
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "keyless"},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "x",
+                        "command": ["python", "-c", "pass"],
+                        "volumeMounts": [{"name": "key", "mountPath": "/key"}],
+                    }
+                ],
+                "volumes": [{"name": "key", "secret": {"secretName": "absent"}}],
+            },
+        },
+    )
+    pod = wait_for(
+        lambda: (
+            (p := core.read_namespaced_pod("keyless", namespace)).status.phase == "Failed" and p
+        ),
+        60,
+        "pod keyless to fail",
+    )
+    assert pod.status.reason == "CreateContainerConfigError"
+    assert 'secret "absent" not found' in pod.status.message
 
 
 def test_read_only_service_account_gets_403_on_create(

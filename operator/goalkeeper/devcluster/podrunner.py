@@ -4,7 +4,10 @@ For each new pod matched by the label selector, `PodRunner` runs the first conta
 `command` + `args` with the current Python environment (the venv's bin first on PATH; the
 image is recorded only), the pod's `env`/`envFrom` resolved (values, Secret and
 ConfigMap keys, a few field refs), and `KUBECONFIG` pointing at a kubeconfig holding a
-TokenRequest token for the pod's ServiceAccount, bound to the pod. It patches the pod's
+TokenRequest token for the pod's ServiceAccount, bound to the pod. Secret volumes are
+written, with their modes, into a per-pod folder removed when the pod ends; a process cannot
+be given mounts, so a container path under a mounted Secret volume, in an environment value
+or an argument, is rewritten to that folder. Other volumes are ignored. It patches the pod's
 status as a kubelet would (Running with Ready conditions, then Succeeded/Failed with the
 exit code and the termination message), and kills the process group when the pod is
 deleted or its `activeDeadlineSeconds` pass. `KUBERNETES_SERVICE_HOST`/`PORT` are never
@@ -288,13 +291,18 @@ class PodRunner:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(rec.pid, signal.SIGKILL)
         finally:
+            # As a kubelet unmounts them: no Secret stays on disk past its pod.
+            shutil.rmtree(self._run_dir(rec) / "volumes", ignore_errors=True)
             rec.done.set()
             api_client.close()
+
+    def _run_dir(self, rec: RunRecord) -> Path:
+        return self._own_dir / "run" / f"{rec.namespace}_{rec.name}_{rec.uid[:8]}"
 
     def _run_pod_inner(self, core: Any, pod: Any, rec: RunRecord) -> None:
         container = pod.spec.containers[0]
         rec.image = container.image or ""
-        run_dir = self._own_dir / "run" / f"{rec.namespace}_{rec.name}_{rec.uid[:8]}"
+        run_dir = self._run_dir(rec)
         run_dir.mkdir(parents=True, exist_ok=True)
         rec.stdout, rec.stderr = log_paths(self.log_dir, rec.namespace, rec.name)
         rec.stdout.parent.mkdir(parents=True, exist_ok=True)
@@ -302,8 +310,12 @@ class PodRunner:
         started = _now()
 
         try:
-            env = self._environment(core, pod, container, run_dir, message_file)
-            argv = [expand(a, env) for a in (container.command or []) + (container.args or [])]
+            mounts = self._mount_volumes(core, pod, container, run_dir / "volumes")
+            env = self._environment(core, pod, container, run_dir, message_file, mounts)
+            argv = [
+                local_path(expand(a, env), mounts)
+                for a in (container.command or []) + (container.args or [])
+            ]
             if not container.command:
                 raise PodStartError(
                     "CreateContainerError",
@@ -438,7 +450,13 @@ class PodRunner:
         return message
 
     def _environment(
-        self, core: Any, pod: Any, container: Any, run_dir: Path, message_file: Path
+        self,
+        core: Any,
+        pod: Any,
+        container: Any,
+        run_dir: Path,
+        message_file: Path,
+        mounts: dict[str, Path],
     ) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
         bin_dir = str(Path(sys.executable).parent)
@@ -471,8 +489,47 @@ class PodRunner:
             value = self._env_value(core, pod, var, pod_env)
             if value is not None:
                 pod_env[var.name] = value
-        env.update(pod_env)
+        env.update({name: local_path(value, mounts) for name, value in pod_env.items()})
         return env
+
+    def _mount_volumes(
+        self, core: Any, pod: Any, container: Any, volumes_dir: Path
+    ) -> dict[str, Path]:
+        """Write the pod's Secret volumes the container mounts; its mount paths, each with
+        the folder that stands in for it."""
+        secrets = {v.name: v.secret for v in pod.spec.volumes or [] if v.secret is not None}
+        mounts: dict[str, Path] = {}
+        for mount in container.volume_mounts or []:
+            source = secrets.get(mount.name)
+            if source is None:
+                continue
+            folder = volumes_dir / mount.name
+            if not folder.exists():
+                self._write_secret_volume(core, pod, source, folder)
+            mounts[mount.mount_path.rstrip("/") or "/"] = folder / (mount.sub_path or "")
+        return mounts
+
+    def _write_secret_volume(self, core: Any, pod: Any, source: Any, folder: Path) -> None:
+        data = self._secret(core, pod, source.secret_name, source.optional) or {}
+        default_mode = 0o644 if source.default_mode is None else source.default_mode
+        files = [(item.key, item.path, item.mode) for item in source.items or []]
+        if not source.items:
+            files = [(key, key, None) for key in data]
+        folder.mkdir(parents=True, mode=0o700)
+        for key, path, mode in files:
+            if key not in data:
+                if source.optional:
+                    continue
+                raise PodStartError(
+                    "CreateContainerConfigError",
+                    f"couldn't find key {key} in Secret {source.secret_name}",
+                )
+            target = folder / path
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(data[key])
+            target.chmod((default_mode if mode is None else mode) & 0o777)
 
     def _env_value(self, core: Any, pod: Any, var: Any, pod_env: dict[str, str]) -> str | None:
         if var.value_from is None:
@@ -710,6 +767,14 @@ class PodRunner:
                 return rec
             time.sleep(0.1)
         raise TimeoutError(f"pod runner never saw {namespace}/{name}")
+
+
+def local_path(value: str, mounts: dict[str, Path]) -> str:
+    """`value` with a container path under one of `mounts` rewritten to its local folder."""
+    for mount_path, folder in mounts.items():
+        if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
+            return str(folder) + value[len(mount_path) :]
+    return value
 
 
 def wait_gone(pid: int, timeout: float = 10.0) -> bool:

@@ -156,7 +156,7 @@ def _provider(exc: ModelAPIError, f: RunFacts) -> tuple[StepErrorKind, str]:
         return StepErrorKind.configuration, _join(
             f"The model provider at {_where(f)} refused the API key ({http}: {detail}).",
             "Check the key in the Secret named by GOALKEEPER_MODEL_API_KEY_SECRET (the step "
-            "reads it as GOALKEEPER_MODEL_API_KEY), and that it may use "
+            "reads it from the file GOALKEEPER_MODEL_API_KEY_FILE), and that it may use "
             f"GOALKEEPER_MODEL={_model(f)}.",
         )
     if isinstance(exc, ModelNotFoundError) or status == 404:

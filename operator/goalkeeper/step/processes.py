@@ -1,28 +1,36 @@
-"""Child processes of the step: the environment they get, and the command runner.
+"""Child processes of the step: what they get, and the command runner.
 
-The step holds the model's credentials in its environment (`GOALKEEPER_MODEL_API_KEY`);
-no child process ever does. A child gets the step's environment without every
-`GOALKEEPER_MODEL_*` variable, and without any other variable that holds the value of a
-credential among them (one whose name looks secret, see `redact.looks_secret`).
+The step holds the model's key (`credentials`); no child process ever does. A child gets
+the step's environment without every `GOALKEEPER_MODEL_*` variable and without any other
+variable that holds the value of a credential among them; it cannot read the step's
+/proc/PID/environ or memory (the step is non-dumpable, `confine.make_undumpable`); and, where
+the kernel has Landlock, it cannot read the key's file either (`confine.hiding_ruleset`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
+from goalkeeper.step import confine
+from goalkeeper.step.credentials import model_key
 from goalkeeper.step.redact import looks_secret
 
 MODEL_PREFIX = "GOALKEEPER_MODEL_"
 
 
 def model_credentials(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The model credentials in the step's environment (non-empty values)."""
+    """The model credentials: the key held by this process, and any in its environment."""
     env = os.environ if environ is None else environ
-    return [
+    held = model_key().value
+    found = [
         v for k, v in env.items() if k.startswith(MODEL_PREFIX) and looks_secret(k) and v.strip()
     ]
+    return [held, *found] if held else found
 
 
 def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -32,24 +40,46 @@ def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str
     return {k: v for k, v in env.items() if not k.startswith(MODEL_PREFIX) and v not in withheld}
 
 
-def run_argv(argv: list[str], timeout: float) -> tuple[int, str]:
-    """Run argv without a shell, in the child environment; exit code and combined output."""
+def hidden_files() -> list[str]:
+    """The files no child may read: the model key's."""
+    key_file = model_key().file
+    return [key_file] if key_file else []
+
+
+@contextlib.contextmanager
+def child_process(environ: Mapping[str, str] | None = None) -> Iterator[dict[str, Any]]:
+    """The `subprocess` options for one child: `child_environment`, and a Landlock
+    confinement that keeps it from the key's file where there is one and Landlock works."""
+    env = child_environment(environ)
+    ruleset = confine.hiding_ruleset(hidden_files())
+    if ruleset is None:
+        yield {"env": env}
+        return
     try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            env=child_environment(),
-        )
+        yield {"env": env, "preexec_fn": functools.partial(confine.restrict_self, ruleset)}
+    finally:
+        os.close(ruleset)
+
+
+def run_argv(argv: list[str], timeout: float) -> tuple[int, str]:
+    """Run argv without a shell, as a child of the step; exit code and combined output."""
+    try:
+        with child_process() as options:
+            proc = subprocess.run(
+                argv,
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+                **options,
+            )
     except subprocess.TimeoutExpired:
         return 124, f"timed out after {timeout:g}s"
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         return 127, f"could not start: {exc}"
     out = proc.stdout.decode("utf-8", "replace")
     err = proc.stderr.decode("utf-8", "replace")
     return proc.returncode, out + (f"\n[stderr]\n{err}" if err else "")
 
 
-__all__ = ["child_environment", "model_credentials", "run_argv"]
+__all__ = ["child_environment", "child_process", "hidden_files", "model_credentials", "run_argv"]

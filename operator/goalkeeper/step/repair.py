@@ -4,13 +4,14 @@ The workflow is a command line from `GOALKEEPER_REPAIR_COMMAND`, split like a sh
 and run without one. It receives the request as a JSON file (path in
 `GOALKEEPER_REPAIR_REQUEST`) and writes an `ActionResult` JSON to the path in
 `GOALKEEPER_REPAIR_OUTCOME`. goalkeeper does not plan, implement or deliver the repair
-itself. The workflow's environment is the step's without the model credentials
-(`processes.child_environment`).
+itself. The workflow runs as any child of the step (`processes.child_process`): its
+environment is the step's without the model credentials, and it cannot read the model key.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ from pydantic import ValidationError
 
 from goalkeeper.core.models import ActionResult, Outcome, StepErrorKind, StepInput, StepUsage
 from goalkeeper.step.agent import StepOutcome
-from goalkeeper.step.processes import child_environment
+from goalkeeper.step.processes import child_process
 
 NOT_CONFIGURED = "No repair workflow is configured."
 TAIL_CHARS = 1500
@@ -105,19 +106,21 @@ def run_repair(
         request_path = Path(tmp) / "request.json"
         outcome_path = Path(tmp) / "outcome.json"
         request_path.write_text(json.dumps(request, indent=1))
-        child_env = child_environment(env)
-        child_env["GOALKEEPER_REPAIR_REQUEST"] = str(request_path)
-        child_env["GOALKEEPER_REPAIR_OUTCOME"] = str(outcome_path)
+        paths = {
+            "GOALKEEPER_REPAIR_REQUEST": str(request_path),
+            "GOALKEEPER_REPAIR_OUTCOME": str(outcome_path),
+        }
         try:
-            proc = subprocess.run(
-                list(argv),
-                env=child_env,
-                capture_output=True,
-                timeout=timeout_seconds,
-                check=False,
-                stdin=subprocess.DEVNULL,
-                cwd=tmp,
-            )
+            with child_process({**(os.environ if env is None else env), **paths}) as options:
+                proc = subprocess.run(
+                    list(argv),
+                    capture_output=True,
+                    timeout=timeout_seconds,
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                    cwd=tmp,
+                    **options,
+                )
         except FileNotFoundError as exc:
             return StepOutcome(
                 None,
@@ -133,7 +136,7 @@ def run_repair(
                 f"output tail: {_tail(exc.stderr) or _tail(exc.stdout)}",
                 StepErrorKind.limits,
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             return StepOutcome(
                 None,
                 StepUsage(),

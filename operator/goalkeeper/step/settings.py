@@ -44,7 +44,9 @@ EXPECTED: dict[str, str] = {
     "GOALKEEPER_MODEL": "'openai:NAME' (any OpenAI-compatible Chat Completions server) "
     "or 'anthropic:NAME'",
     "GOALKEEPER_MODEL_BASE_URL": "an http:// or https:// URL of the model API",
-    "GOALKEEPER_MODEL_API_KEY": "the API key of the model provider",
+    "GOALKEEPER_MODEL_API_KEY": "the API key of the model provider (for local runs)",
+    "GOALKEEPER_MODEL_API_KEY_FILE": "the path of a file holding the API key of the model "
+    "provider (a mounted Secret)",
     "GOALKEEPER_REQUEST_LIMIT": "an integer from 1 to 1000",
     "GOALKEEPER_TOOL_CALLS_LIMIT": "an integer from 0 to 10000",
     "GOALKEEPER_TOTAL_TOKENS_LIMIT": "an integer from 1000 to 100000000",
@@ -139,6 +141,11 @@ class StepSettings(BaseModel):
     )
     file_roots: tuple[str, ...] = Field(default=(), alias="GOALKEEPER_FILE_ROOTS")
     http_allowed_hosts: tuple[str, ...] = Field(default=(), alias="GOALKEEPER_HTTP_ALLOWED_HOSTS")
+    # Write verbs the act tools may use beyond patch; the operator checked the Monitor's
+    # author holds them (core/permissions.py writes_for).
+    act_extra_verbs: tuple[Literal["create", "update", "delete"], ...] = Field(
+        default=(), alias="GOALKEEPER_ACT_EXTRA_VERBS"
+    )
 
     @field_validator("model", mode="before")
     @classmethod
@@ -190,6 +197,13 @@ class StepSettings(BaseModel):
             return tuple(os.path.normpath(r) for r in roots)
         return value
 
+    @field_validator("act_extra_verbs", mode="before")
+    @classmethod
+    def _verbs(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
     @field_validator("http_allowed_hosts", mode="before")
     @classmethod
     def _hosts(cls, value: Any) -> Any:
@@ -210,7 +224,8 @@ class StepSettings(BaseModel):
             )
         elif self.model.provider == "anthropic" and not self.api_key:
             problems.append(
-                "GOALKEEPER_MODEL_API_KEY is not set: an 'anthropic:' model needs an API key"
+                "GOALKEEPER_MODEL_API_KEY is not set: an 'anthropic:' model needs an API key "
+                "(GOALKEEPER_MODEL_API_KEY_FILE, or GOALKEEPER_MODEL_API_KEY in a local run)"
             )
         if (self.price_input_per_mtok is None) != (self.price_output_per_mtok is None):
             problems.append(

@@ -6,8 +6,10 @@ goes through `fence.fenced_result`: bounded to 16,000 characters with a marker, 
 as untrusted target data with the run's fence id. A refusal is the step's own text and is
 returned unfenced, starting with `REFUSED:`.
 
-What the tools read is redacted first (`redact`). Every write of an act tool passes through
-`_check_write`, against the action's mutation set (`mutations`), before any request is
+What the tools read is redacted first (`redact`), and the model's own key is scrubbed from
+every result. The file tools never read process state or mounted credentials (`OFF_LIMITS`,
+`ToolConfig.withheld_files`), whatever the roots allow. Every write of an act tool passes
+through `_check_write`, against the action's mutation set (`mutations`), before any request is
 sent; HTTP goes only where `egress` allows. The Kubernetes backend, the HTTP client, the
 resolver and the command runner are injected, so the agent can be tested without a cluster.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,8 +31,8 @@ from pydantic_ai.toolsets import FunctionToolset
 from goalkeeper.step import egress
 from goalkeeper.step.fence import fenced_result
 from goalkeeper.step.mutations import Command, HttpCall, KubeObject, MutationSet, Write
-from goalkeeper.step.processes import run_argv
-from goalkeeper.step.redact import redact, redact_text
+from goalkeeper.step.processes import model_credentials, run_argv
+from goalkeeper.step.redact import redact, redact_part, redact_text, scrub
 from goalkeeper.step.render import (
     describe,
     state_line,
@@ -50,6 +53,15 @@ WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _PATH_SEGMENT = re.compile(r"[A-Za-z0-9._:@-]+")
 # API paths that tunnel to pods, services or nodes, past the HTTP allow list and the fence.
 TUNNELS = frozenset({"proxy", "exec", "attach", "portforward"})
+# Never read by the file tools, whatever GOALKEEPER_FILE_ROOTS says: process and kernel state
+# (the step's own environment among it), and mounted credentials (service account and cloud
+# identity tokens, the model key's Secret volume).
+OFF_LIMITS = ("/proc", "/sys", "/var/run/secrets", "/run/secrets")
+# A file read is redacted with this much of the file either side of it, so a read from an
+# offset inside a credential still sees the name or the start that marks it.
+FILE_CONTEXT_BYTES = 256 * 1024
+# A read from an offset could start inside a credential, past what marks it.
+RANGE_HEADERS = frozenset({"range", "if-range"})
 
 # apiVersion for common kinds, so the model may omit it.
 COMMON_KINDS: dict[str, str] = {
@@ -120,6 +132,22 @@ class Kube(Protocol):
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None) -> Any: ...
 
 
+# The Kubernetes verbs each write tool sends; a server-side apply may also create.
+_TOOL_VERBS = {
+    "k8s_patch": ("patch",),
+    "k8s_scale": ("patch",),
+    "k8s_rollout_restart": ("patch",),
+    "k8s_apply": ("patch", "create"),
+    "k8s_create": ("create",),
+    "k8s_replace": ("update",),
+    "k8s_delete": ("delete",),
+    "k8s_raw PATCH": ("patch",),
+    "k8s_raw POST": ("create",),
+    "k8s_raw PUT": ("update",),
+    "k8s_raw DELETE": ("delete",),
+}
+
+
 @dataclass(frozen=True)
 class ToolConfig:
     fence_id: str
@@ -127,11 +155,15 @@ class ToolConfig:
     mutation_set: tuple[str, ...] = ()  # the act step's action.mutationSet; empty: no writes
     http_allowed_hosts: tuple[str, ...] = ()  # `host` or `host:port`; empty: no HTTP
     file_roots: tuple[str, ...] = ()
+    # Refused by the file tools besides OFF_LIMITS: the model key's file, the kubeconfig.
+    withheld_files: tuple[str, ...] = ()
     http_timeout_seconds: float = 15.0
     http_max_bytes: int = 256 * 1024
     file_max_bytes: int = 256 * 1024
     log_max_bytes: int = 256 * 1024
     allow_commands: bool = False
+    # Kubernetes write verbs beyond patch (and deleting a Job's pods) the act tools use.
+    extra_verbs: tuple[str, ...] = ()
     command_timeout_seconds: float = 300.0
     result_max_chars: int = 16_000
 
@@ -172,7 +204,11 @@ class StepTools:
         if hint:
             kwargs["hint"] = hint
         return fenced_result(
-            text, self.config.fence_id, source=source, limit=self.config.result_max_chars, **kwargs
+            scrub(text, model_credentials()),
+            self.config.fence_id,
+            source=source,
+            limit=self.config.result_max_chars,
+            **kwargs,
         )
 
     def _refuse(self, what: str) -> str:
@@ -253,15 +289,28 @@ class StepTools:
     # --- the write check: every act write passes here before anything is sent -------------
 
     def _check_write(self, tool: str, write: Write) -> None:
-        """Refuse (raise `_Refused`) a write outside the action's mutation set."""
-        if self.mutations.covers(write) or self._covered_by_controller(write):
-            return
+        """Refuse (raise `_Refused`) a write outside the action's mutation set, or with a
+        verb the Monitor's author was not checked for (core/permissions.py)."""
         label = self.mutations.label(write)
-        self.refusals.append(f"{tool} {label}")
-        raise _Refused(
-            f"{REFUSED} {label} is not in the action's mutation set ({self.mutations}); "
-            "nothing was sent. Change only what the action names, or report outcome blocked."
-        )
+        if not (self.mutations.covers(write) or self._covered_by_controller(write)):
+            self.refusals.append(f"{tool} {label}")
+            raise _Refused(
+                f"{REFUSED} {label} is not in the action's mutation set ({self.mutations}); "
+                "nothing was sent. Change only what the action names, or report outcome blocked."
+            )
+        if not isinstance(write, KubeObject):
+            return
+        verbs = set(_TOOL_VERBS.get(tool, ("create", "update", "delete")))
+        allowed = {"patch", *self.config.extra_verbs}
+        if (write.plural, write.group) == ("pods", ""):
+            allowed.add("delete")  # a Job's failed pods, see _covered_by_controller
+        if not verbs <= allowed:
+            self.refusals.append(f"{tool} {label}")
+            raise _Refused(
+                f"{REFUSED} {tool} would {' and '.join(sorted(verbs - allowed))} {label}; act "
+                "steps patch, and do more only where GOALKEEPER_ACT_EXTRA_VERBS says so; "
+                "nothing was sent."
+            )
 
     def _covered_by_controller(self, write: Write) -> bool:
         """A Pod write is covered when the live Pod's controller is in the mutation set."""
@@ -515,6 +564,8 @@ class StepTools:
     ) -> str:
         if not url.startswith(("http://", "https://")):
             return "ERROR: only http:// and https:// URLs are supported"
+        if any(name.strip().lower() in RANGE_HEADERS for name in headers or {}):
+            return f"{REFUSED} a Range header is not allowed; read the whole body"
 
         def go() -> str:
             if verb not in READ_METHODS:
@@ -574,24 +625,44 @@ class StepTools:
         roots = self.config.file_roots
         if not roots:
             return "ERROR: no mounted volumes are configured for file reads (GOALKEEPER_FILE_ROOTS)"
-        real = os.path.realpath(path)
-        if not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
-            return f"ERROR: {path} is outside the readable volumes: {', '.join(roots)}"
 
         def go() -> str:
-            if os.path.isdir(real):
-                names = sorted(os.listdir(real))
-                return f"directory {real} ({len(names)} entries)\n" + "\n".join(names)
-            size = os.path.getsize(real)
-            count = max(1, min(int(max_bytes), self.config.file_max_bytes))
-            with open(real, "rb") as handle:
-                handle.seek(max(0, int(offset)))
-                data = handle.read(count)
-            start = max(0, int(offset))
-            head = f"file {real}: bytes {start}-{start + len(data)} of {size}\n"
-            return head + redact_text(data.decode("utf-8", "replace"))
+            # Checked before opening (opening a device can act) and again on what was opened,
+            # so a link swapped in between leads nowhere else.
+            self._check_readable(os.path.realpath(path))
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                real = _opened_path(fd, path)
+                self._check_readable(real)
+                info = os.fstat(fd)
+                if stat.S_ISDIR(info.st_mode):
+                    names = sorted(os.listdir(fd))
+                    return f"directory {real} ({len(names)} entries)\n" + "\n".join(names)
+                if not stat.S_ISREG(info.st_mode):
+                    raise _ToolProblem(f"{path} is not a regular file or a directory")
+                start = min(max(0, int(offset)), info.st_size)
+                count = max(1, min(int(max_bytes), self.config.file_max_bytes))
+                end = min(start + count, info.st_size)
+                # The part is redacted as its surroundings show it (`redact_part`).
+                around = max(0, start - FILE_CONTEXT_BYTES)
+                data = os.pread(fd, end + FILE_CONTEXT_BYTES - around, around)
+                text = redact_part(data, start - around, end - around, model_credentials())
+            finally:
+                os.close(fd)
+            return f"file {real}: bytes {start}-{end} of {info.st_size}\n{text}"
 
         return self._call(f"read_file {path}", go)
+
+    def _check_readable(self, real: str) -> None:
+        """Raise unless `real`, a resolved path, is in a root and none of the withheld."""
+        roots = self.config.file_roots
+        if not any(_within(real, r) or _within(real, os.path.realpath(r)) for r in roots):
+            raise _ToolProblem(f"{real} is outside the readable volumes: {', '.join(roots)}")
+        withheld = (*OFF_LIMITS, *self.config.withheld_files)
+        if any(_within(real, p) or _within(real, os.path.realpath(p)) for p in withheld):
+            raise _Refused(
+                f"{REFUSED} {real} holds process state or credentials; the file tools never read it"
+            )
 
     # --- act tools -------------------------------------------------------------------------
 
@@ -824,7 +895,20 @@ class _ToolProblem(Exception):
 
 
 class _Refused(Exception):
-    """A write outside the mutation set; the message is the refusal the model sees."""
+    """A write outside the mutation set, or a withheld file; the message is what the model
+    sees."""
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _opened_path(fd: int, path: str) -> str:
+    """The real path of what `fd` holds (Linux names it in /proc); elsewhere `path`'s."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
 
 
 def _group(api_version: str) -> str:

@@ -103,8 +103,8 @@ ONE_TRY = RunFacts(**{**FACTS.__dict__, "attempts": 1})
             StepErrorKind.configuration,
             f"The model provider at GOALKEEPER_MODEL_BASE_URL={URL} refused the API key "
             "(HTTP 401: bad key). Check the key in the Secret named by "
-            "GOALKEEPER_MODEL_API_KEY_SECRET (the step reads it as GOALKEEPER_MODEL_API_KEY), "
-            "and that it may use GOALKEEPER_MODEL=openai:qwen3.",
+            "GOALKEEPER_MODEL_API_KEY_SECRET (the step reads it from the file "
+            "GOALKEEPER_MODEL_API_KEY_FILE), and that it may use GOALKEEPER_MODEL=openai:qwen3.",
         ),
         (
             ModelHTTPError(404, "qwen3", {"message": "no such model"}),

@@ -28,13 +28,42 @@ PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx1\nAbCdEf==\n-----END R
         "aws_credentials",
         "PRIVATE_PEM",
         "Token",
+        "DB_PASS",
+        "PASSPHRASE",
+        "Pwd",
+        "dbPassword",
+        "example.com/api-token",
+        "x-api-key",
+        "tls.key",
+        "accessToken",
+        "--password",
     ],
 )
 def test_secret_looking_names(name: str) -> None:
     assert looks_secret(name)
 
 
-@pytest.mark.parametrize("name", ["LOG_LEVEL", "replicas", "done", "total", "url"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "LOG_LEVEL",
+        "replicas",
+        "done",
+        "total",
+        "url",
+        "keycloak",
+        "tokens_processed",
+        "max_tokens",
+        "passwordless",
+        "PASSWORD_FILE",
+        "secretName",
+        "secretKeyRef",
+        "token_count",
+        "public_key",
+        "key",
+        "--password-stdin",
+    ],
+)
 def test_plain_names(name: str) -> None:
     assert not looks_secret(name)
 
@@ -184,3 +213,138 @@ def test_every_read_path_redacts(tmp_path: Path) -> None:
         for secret in ("hunter2", JWT, "MIIEowIBAAKCAQEAx1", "cm-tok-9q"):
             assert secret not in out, (name, secret, out)
     assert REDACTED in outputs["logs"] and REDACTED in outputs["get"]
+
+
+# --- redaction by value shape, through the real tools ------------------------------------
+
+# Each text, and the parts of it that must never reach the model.
+SHAPES = [
+    ("example.com/api-token: annoTOKEN1", ["annoTOKEN1"]),
+    ("--password hunter2pw --user bob", ["hunter2pw"]),
+    ("DB_PASS=hunter2pw", ["hunter2pw"]),
+    ("PASSPHRASE=correct-horse-staple", ["correct-horse-staple"]),
+    ("Server=db;User Id=sa;Pwd=hunter2pw;", ["hunter2pw"]),
+    ("mysql -uroot -phunter2pw shop", ["hunter2pw"]),
+    ("sh -c 'mysqldump -u root -phunter2pw db > out.sql'", ["hunter2pw"]),
+    ("sshpass -p hunter2pw ssh build@host", ["hunter2pw"]),
+    ("curl -u bob:hunter2pw https://api.example.com", ["hunter2pw"]),
+    ("db at postgres://build:hunter2pw@db:5432/shop", ["hunter2pw"]),
+    ("cache at redis://:hunter2pw@cache:6379/0", ["hunter2pw"]),
+    ("dsn root:hunter2pw@tcp(db:3306)/shop", ["hunter2pw"]),
+    ("notify https://hooks.slack.com/services/T0001/B0001/hookSECRET1", ["hookSECRET1"]),
+    ("notify https://discord.com/api/webhooks/123/hookSECRET2", ["hookSECRET2"]),
+    ("blob https://a.blob.core.windows.net/c/f?sv=2022&sig=sigSECRET3&se=1", ["sigSECRET3"]),
+    ("callback https://api.example.com/v1/cb?token=tokSECRET4&page=2", ["tokSECRET4"]),
+    ("maps https://maps.example.com/api?key=keySECRET5&q=x", ["keySECRET5"]),
+    (
+        "auth:\n  password: |\n    blockSECRET6\n    blockSECRET7\n  user: bob",
+        ["blockSECRET6", "blockSECRET7"],
+    ),
+    ("<settings><password>xmlSECRET8</password></settings>", ["xmlSECRET8"]),
+    ("using sk-ant-api03-AbCdEfGhIjKlMnOpQrStUv0123", ["AbCdEfGhIjKlMnOpQrStUv0123"]),
+    (
+        "clone with ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        ["abcdefghijklmnopqrstuvwxyz0123456789"],
+    ),
+    ("Cookie: session=cookieSECRET9", ["cookieSECRET9"]),
+]
+# Text that holds no credential and must reach the model unchanged.
+PLAIN_TEXTS = [
+    "image: quay.io/keycloak/keycloak:24.0",
+    "tokens_processed: 12",
+    "passwordless: true",
+    "max_tokens=512",
+    "docs at https://example.com/docs/page?section=2#top",
+    "--password-file /run/secrets/db-password",
+    "secretName: tls-cert",
+    "docker run -p 8080:80 nginx",
+    "git@github.com:org/repo.git",
+    "image nginx:1.25@sha256:0123456789abcdef",
+]
+
+
+def shape_tools(text: str, tmp_path: Path) -> tuple[StepTools, dict[str, str]]:
+    kube = FakeKube([deployment(), config_map("notes", {"notes": text})])
+    kube.logs_text[("shop", "web-1")] = text
+    (tmp_path / "notes.txt").write_text(text)
+    tools = StepTools(
+        kube,
+        ToolConfig(
+            fence_id="1234123412341234",
+            namespace="shop",
+            file_roots=(str(tmp_path),),
+            allow_commands=True,
+            mutation_set=("command:cat",),
+        ),
+        runner=lambda argv, timeout: (0, text),
+    )
+    outputs = {
+        "configmap": tools.k8s_get("ConfigMap", "notes"),
+        "logs": tools.pod_logs("web-1"),
+        "file": tools.read_file(str(tmp_path / "notes.txt")),
+        "command": tools.run_command(["cat", "notes.txt"]),
+    }
+    return tools, outputs
+
+
+@pytest.mark.parametrize(("text", "secrets"), SHAPES)
+def test_credentials_are_redacted_by_their_shape_on_every_read_path(
+    text: str, secrets: list[str], tmp_path: Path
+) -> None:
+    assert all(secret not in redact_text(text) for secret in secrets)
+    assert redact_text(redact_text(text)) == redact_text(text)
+    _, outputs = shape_tools(text, tmp_path)
+    for path, out in outputs.items():
+        for secret in secrets:
+            assert secret not in out, (path, out)
+        assert REDACTED in out, (path, out)
+
+
+@pytest.mark.parametrize("text", PLAIN_TEXTS)
+def test_text_without_credentials_is_left_as_it_is(text: str, tmp_path: Path) -> None:
+    assert redact_text(text) == text
+    _, outputs = shape_tools(text, tmp_path)
+    for path in ("logs", "file", "command"):
+        assert text in outputs[path], (path, outputs[path])
+        assert REDACTED not in outputs[path]
+
+
+def test_objects_of_any_kind_lose_secret_fields_args_and_annotations() -> None:
+    widget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {
+            "name": "w",
+            "namespace": "shop",
+            "annotations": {"example.com/api-token": "annoTOKEN1", "note": "plain"},
+        },
+        "spec": {
+            "auth": {"password": "crPASSWORD1", "passwordless": True, "pin": 1234},
+            "dbPassword": 123456,
+            "maxTokens": 512,
+            "tokensProcessed": 12,
+            "image": "quay.io/keycloak/keycloak:24.0",
+            "params": [{"name": "db-password", "value": "paramPW1"}, {"name": "m", "value": "x"}],
+            "containers": [
+                {
+                    "name": "c",
+                    "args": ["--password", "argPW1", "--db-pass=argPW2", "--verbose"],
+                    "command": ["mysql", "-uroot", "-pcmdPW1"],
+                    "env": [{"name": "DB_PASS", "value": "envPW1"}],
+                }
+            ],
+            "dsn": "postgres://u:dsnPW1@db/x",
+            "secretKeyRef": {"name": "db", "key": "password"},
+        },
+    }
+    out = StepTools(
+        FakeKube([widget]), ToolConfig(fence_id="1234123412341234", namespace="shop")
+    ).k8s_get("Widget", "w", api_version="example.com/v1")
+    for secret in ("annoTOKEN1", "crPASSWORD1", "123456", "paramPW1", "argPW1", "argPW2"):
+        assert secret not in out, secret
+    for secret in ("cmdPW1", "envPW1", "dsnPW1"):
+        assert secret not in out, secret
+    for kept in ("passwordless: true", "maxTokens: 512", "tokensProcessed: 12", "keycloak:24.0"):
+        assert kept in out, kept
+    assert "- --verbose" in out and "note: plain" in out and "key: password" in out
+    assert "pin: 1234" in out  # a name that says nothing secret keeps its value

@@ -232,7 +232,7 @@ def test_rollout_restart_stamps_the_pod_template() -> None:
 
 def test_scale_apply_delete() -> None:
     kube = FakeKube([deployment()])
-    tools = make(kube, mutation_set=("deployments/web", "configmaps/c"))
+    tools = act_tools(kube, "deployments/web", "configmaps/c")
     assert "spec.replicas is now 5" in tools.k8s_scale("Deployment", "web", 5)
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}}
     assert "applied" in tools.k8s_apply(cm)
@@ -297,8 +297,42 @@ def test_toolsets() -> None:
 # --- the mutation set -------------------------------------------------------------------
 
 
+# Every write verb: these tests are about what the mutation set covers.
+EVERY_VERB = ("create", "update", "delete")
+
+
 def act_tools(kube: FakeKube, *mutation_set: str) -> StepTools:
-    return make(kube, mutation_set=mutation_set)
+    return make(kube, mutation_set=mutation_set, extra_verbs=EVERY_VERB)
+
+
+@pytest.mark.parametrize(
+    ("call", "refused"),
+    [
+        (lambda t: t.k8s_delete("Deployment", "web"), "k8s_delete would delete deployments/web"),
+        (
+            lambda t: t.k8s_create(config_map("c", {"a": "1"})),
+            "k8s_create would create configmaps/c",
+        ),
+        (
+            lambda t: t.k8s_apply(config_map("c", {"a": "1"})),
+            "k8s_apply would create configmaps/c",
+        ),
+        (
+            lambda t: t.k8s_replace(deployment()),
+            "k8s_replace would update deployments/web",
+        ),
+    ],
+)
+def test_by_default_an_act_step_only_patches_what_its_set_names(
+    call: Callable[[StepTools], str], refused: str
+) -> None:
+    kube = FakeKube([deployment(), config_map("c", {"a": "0"})])
+    tools = make(kube, mutation_set=("deployments/web", "configmaps/c"))
+    out = call(tools)
+    assert out.startswith(f"REFUSED: {refused};"), out
+    assert kube.writes() == []
+    assert "spec.replicas is now 3" in tools.k8s_scale("Deployment", "web", 3)
+    assert "patched" in tools.k8s_patch("ConfigMap", "c", {"data": {"a": "2"}})
 
 
 def test_writes_to_named_objects_go_through() -> None:
