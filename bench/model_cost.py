@@ -33,9 +33,11 @@ from typing import Any
 
 from tests.e2e.harness import TASK, Facts, Scenario, build_job, observation, progress_map
 from tests.support.model_server import Final, ModelServer, Reply, Text, ToolCalls
+from tests.support.observations import extraction
 from tests.support.step_fakes import FakeKube
 
 from goalkeeper.core.engine import (
+    AuthorityExtracted,
     Decision,
     LaunchStep,
     ObservationAccepted,
@@ -43,7 +45,13 @@ from goalkeeper.core.engine import (
     TimerDue,
     decide,
 )
-from goalkeeper.core.models import MonitorSpec, MonitorStatus, Observation, StepInput
+from goalkeeper.core.models import (
+    AuthorityExtraction,
+    MonitorSpec,
+    MonitorStatus,
+    Observation,
+    StepInput,
+)
 from goalkeeper.step.agent import RunLimits, run_observe
 from goalkeeper.step.model import build_model, model_settings
 from goalkeeper.step.redact import LAST_APPLIED
@@ -364,6 +372,11 @@ async def run_checks(count: int = CHECKS) -> list[Check]:
             }
         )
         decision = decide(SPEC, MonitorStatus(), Started(1), T0)
+        # The task is read for its authority first: TASK's own grants, as the engine pins them.
+        reading = decision.status.step
+        assert reading is not None
+        found = AuthorityExtraction.model_validate(extraction())
+        decision = decide(SPEC, decision.status, AuthorityExtracted(reading.seq, found), T0)
         for number in range(1, count + 1):
             at = T0 + EVERY * (number - 1)
             step_input = _launched(decision)

@@ -1,8 +1,9 @@
 """CustomResourceDefinitions generated from the pydantic models: one source of truth.
 
 The converter turns pydantic's JSON schema into a Kubernetes structural schema: references
-inlined, optional values `nullable`, no `title`/`additionalProperties: false`, and the
-trimmed-text bound of the models expressed as CEL rules on the Monitor spec.
+inlined, optional values `nullable`, no `title`/`additionalProperties: false`, the
+trimmed-text bound of the models expressed as CEL rules on the Monitor spec, and an
+immutable model (the MonitorStep spec) as a CEL rule that refuses any change of it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from goalkeeper.core.models import (
 GROUP = "goalkeeper.dev"
 VERSION = "v1alpha1"
 TRIMMED_MARKER = "x-goalkeeper-trimmed"
+IMMUTABLE_MARKER = "x-goalkeeper-immutable"
 
 Schema = dict[str, Any]
 
@@ -106,15 +108,21 @@ def _convert(node: Schema, definitions: dict[str, Schema], *, cel: bool) -> Sche
         out["nullable"] = True
         if out.get("default", "") is None:
             del out["default"]  # absent and null mean the same to us
+    rules: list[Schema] = []
     if cel and TRIMMED_MARKER in node:
         limit = node[TRIMMED_MARKER]
-        out["x-kubernetes-validations"] = [
+        rules += [
             {"rule": "self.trim().size() > 0", "message": "must not be blank"},
             {
                 "rule": f"self.trim().size() <= {limit}",
                 "message": f"must be at most {limit} characters after trimming",
             },
         ]
+    # Emitted whatever `cel` says: the rule is what makes the model immutable at all.
+    if node.get(IMMUTABLE_MARKER):
+        rules.append({"rule": "self == oldSelf", "message": "is immutable once created"})
+    if rules:
+        out["x-kubernetes-validations"] = rules
     return out
 
 

@@ -136,6 +136,7 @@ def test_chart_lints_clean(offline_helm: Helm) -> None:
         ("stallChecks=0", "stallChecks"),
         ("wakeIntervalSeconds=0", "wakeIntervalSeconds"),
         ("approvalTimeout=soon", "approvalTimeout"),
+        ("admissionPolicies.actorMaxReplicas=-1", "actorMaxReplicas"),
     ],
 )
 def test_bad_values_fail_naming_the_field(helm: Helm, setting: str, field: str) -> None:
@@ -226,9 +227,21 @@ def test_values_reach_the_operator(offline_helm: Helm) -> None:
     assert env["GOALKEEPER_MODEL"] == "anthropic:claude"
     assert env["GOALKEEPER_MODEL_API_KEY_SECRET"] == "llm"
     assert env["GOALKEEPER_STEP_IMAGE"] == "goalkeeper:0.1.0"
-    for name in ("goalkeeper-actor-templates", "goalkeeper-actor-pods"):
-        condition = find(docs, "ValidatingAdmissionPolicy", name)["spec"]["matchConditions"][0]
-        assert condition["expression"].endswith("':robot'")
+    actor_policies = [
+        d
+        for d in docs
+        if d["kind"] == "ValidatingAdmissionPolicy" and "-actor-" in d["metadata"]["name"]
+    ]
+    assert len(actor_policies) >= 7
+    for policy in actor_policies:
+        condition = policy["spec"]["matchConditions"][0]
+        assert "endsWith(':robot')" in condition["expression"], policy["metadata"]["name"]
+        assert "endsWith(':goalkeeper-observer')" in condition["expression"]
+    replicas = find(docs, "ValidatingAdmissionPolicy", "goalkeeper-actor-replicas")["spec"]
+    assert "'20'" in str(replicas["variables"])
+    raised = offline_helm.render("--set", "admissionPolicies.actorMaxReplicas=50")
+    replicas = find(raised, "ValidatingAdmissionPolicy", "goalkeeper-actor-replicas")["spec"]
+    assert "'50'" in str(replicas["variables"]) and "'20'" not in str(replicas["variables"])
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["args"] == ["run"]
@@ -413,12 +426,19 @@ def test_install_run_upgrade_uninstall(
         policies = control_plane.kubectl(
             "get", "validatingadmissionpolicies", "-l", f"{INSTANCE}={release}", "-o", "name"
         ).stdout.split()
-        assert len(policies) == 4, policies
+        shipped = [
+            p
+            for f in sorted((REPO / "config" / "admission").glob("*.yaml"))
+            for p in load(f)
+            if p["kind"] == "ValidatingAdmissionPolicy"
+        ]
+        assert len(policies) == len(shipped), policies
         mutating = control_plane.kubectl(
             "get", "mutatingadmissionpolicies", "-l", f"{INSTANCE}={release}", "-o", "name"
         ).stdout.split()
-        assert mutating == [
-            f"mutatingadmissionpolicy.admissionregistration.k8s.io/{fullname}-approver"
+        assert sorted(mutating) == [
+            f"mutatingadmissionpolicy.admissionregistration.k8s.io/{fullname}-{name}"
+            for name in ("approver", "monitor-author")
         ]
         rbac.read_cluster_role(f"{fullname}-approver")
 

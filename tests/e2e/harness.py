@@ -24,16 +24,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.support.model_server import Final, ModelServer, Reply, ToolCalls, call
-from tests.support.observations import AUTHORIZED, contract
+from tests.support.observations import AUTHORIZED, TASK, contract, extraction
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 GROUP, VERSION = "goalkeeper.dev", "v1alpha1"
-TASK = (
-    "Finish the nightly build: Job build in this namespace must complete. You may resume "
-    "the build Job (spec.suspend=false) and restart it after an operational failure. "
-    "Do not change anything else."
-)
 
 
 # --- the target ----------------------------------------------------------------------------
@@ -163,6 +158,9 @@ class Scenario:
     namespace: str
     observe: Observe
     act_calls: Callable[[int], list[Any]] | None = None
+    # What the task reading finds in `TASK`, before the first observation of a generation.
+    reading: dict[str, Any] = field(default_factory=extraction)
+    readings: int = 0
     act_outcomes: list[str] = field(default_factory=list)
     # Observe answers wait for this, so a test decides when a step may finish.
     gate: threading.Event | None = None
@@ -171,6 +169,9 @@ class Scenario:
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         results = _results_since_user(body)
+        if is_reading(body):
+            self.readings += 1
+            return Final(self.reading)
         if _is_observe(body):
             if not results:
                 return ToolCalls(
@@ -222,6 +223,15 @@ class Scenario:
                 patch={"spec": {"suspend": False}},
             )
         ]
+
+
+def is_reading(body: dict[str, Any]) -> bool:
+    """Whether a model request comes from the extract step: its only tool is the output
+    tool of an authority extraction, whose grants quote the task."""
+    tools = [tool.get("function", {}) for tool in body.get("tools", [])]
+    return [t.get("name") for t in tools] == ["final_result"] and "quote" in json.dumps(
+        tools[0].get("parameters", {})
+    )
 
 
 def _is_observe(body: dict[str, Any]) -> bool:

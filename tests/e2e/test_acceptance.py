@@ -73,8 +73,11 @@ def test_acceptance_01_goal_already_complete(
     status = finished(cluster, operator)
     assert status["stop"]["reason"] == "goalComplete"
     assert status["goal"] == "complete" and status["checks"] == 1
-    assert cluster.step_kinds() == ["observe"]
-    assert {j.metadata.labels["goalkeeper.dev/kind"] for j in cluster.step_jobs()} == {"observe"}
+    assert cluster.step_kinds() == ["extract", "observe"]
+    assert {j.metadata.labels["goalkeeper.dev/kind"] for j in cluster.step_jobs()} <= {
+        "extract",
+        "observe",
+    }
     reports = cluster.events("Report")
     assert len(reports) == 1 and "Goal: complete" in report_text(reports[0])
     assert reports[0].message.startswith("check 1: goal complete, work complete")
@@ -119,7 +122,7 @@ def test_acceptance_03_work_idle_so_monitor_starts_it(
     cluster.create_monitor(everyMinutes=1)
     status = finished(cluster, operator)
     assert status["stop"]["reason"] == "goalComplete"
-    assert cluster.step_kinds()[:3] == ["observe", "act", "observe"]
+    assert cluster.step_kinds()[:4] == ["extract", "observe", "act", "observe"]
     assert job_state(cluster).spec.suspend is False
     first_report = sorted(cluster.events("Report"), key=lambda e: e.metadata.name)[0]
     assert "Work: idle" in report_text(first_report)
@@ -170,11 +173,11 @@ def test_acceptance_05_action_succeeds_so_monitor_observes_immediately(
     cluster.create_monitor(everyMinutes=600)  # a timer in between would take 10 minutes
     finished(cluster, operator)
     steps = cluster.steps()
-    assert [s["spec"]["kind"] for s in steps] == ["observe", "act", "observe"]
-    act_done = stamp(steps[1]["status"]["finishedAt"])
-    verify_created = stamp(steps[2]["metadata"]["creationTimestamp"])
+    assert [s["spec"]["kind"] for s in steps] == ["extract", "observe", "act", "observe"]
+    act_done = stamp(steps[2]["status"]["finishedAt"])
+    verify_created = stamp(steps[3]["metadata"]["creationTimestamp"])
     assert (verify_created - act_done).total_seconds() < 30
-    assert steps[1]["status"]["result"]["outcome"] == "succeeded"
+    assert steps[2]["status"]["result"]["outcome"] == "succeeded"
 
 
 def test_acceptance_06_action_fails_once_then_recovery_succeeds(
@@ -258,7 +261,7 @@ def test_acceptance_07_same_repaired_failure_returns_so_monitor_stops(
     cluster.create_monitor()
     status = finished(cluster, operator)
     assert status["stop"]["reason"] == "repairRepeated"
-    assert cluster.step_kinds() == ["observe", "repair", "observe"]
+    assert cluster.step_kinds() == ["extract", "observe", "repair", "observe"]
     assert repair_marker.exists()
 
 
@@ -276,14 +279,14 @@ def test_acceptance_08_action_outside_authority_so_monitor_stops(
     status = finished(cluster, operator)
     assert status["stop"]["reason"] == "outsideAuthority"
     assert "rewrite-build-script" in status["stop"]["message"]
-    assert cluster.step_kinds() == ["observe"]
+    assert cluster.step_kinds() == ["extract", "observe"]
     assert job_state(cluster).spec.suspend is True
 
 
 def test_acceptance_09_paid_action_exceeds_limit_so_monitor_does_not_launch_it(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    from tests.support.observations import contract
+    from tests.support.observations import TASK, contract, extraction
 
     cluster.target()
 
@@ -296,12 +299,19 @@ def test_acceptance_09_paid_action_exceeds_limit_so_monitor_does_not_launch_it(
         body["contract"] = contract(costCeiling={"amount": 10.0, "currency": "USD"})
         return body
 
-    model.default = Scenario(cluster.ns, observe)
-    cluster.create_monitor()
+    ceiling = "The build may cost at most 10 USD in all."
+    reading = extraction(
+        costCeiling={"amount": 10.0, "currency": "USD", "quote": ceiling},
+    )
+    model.default = Scenario(cluster.ns, observe, reading=reading)
+    cluster.create_monitor(task=f"{TASK} {ceiling}")
     status = finished(cluster, operator)
     assert status["stop"]["reason"] == "paidActionNotApproved"
     assert "would exceed the cost ceiling" in status["stop"]["message"]
-    assert {j.metadata.labels["goalkeeper.dev/kind"] for j in cluster.step_jobs()} == {"observe"}
+    assert {j.metadata.labels["goalkeeper.dev/kind"] for j in cluster.step_jobs()} <= {
+        "extract",
+        "observe",
+    }
 
 
 def test_acceptance_10_monitor_active_while_target_idle(
@@ -358,8 +368,8 @@ def test_acceptance_11_target_completes_between_timed_observations(
     status = finished(cluster, operator)
     assert status["stop"]["reason"] == "goalComplete"
     kinds = cluster.step_kinds()
-    assert set(kinds) == {"observe"} and len(kinds) >= 2
-    assert status["checks"] == len(kinds)
+    assert kinds[0] == "extract" and set(kinds[1:]) == {"observe"} and len(kinds) >= 3
+    assert status["checks"] == len(kinds) - 1
 
 
 def test_acceptance_12_unknown_input_fields_fail_before_run_creation(
@@ -394,7 +404,8 @@ def test_acceptance_13_normal_restart_does_not_trigger_repair(
     # Recreating a Job is beyond the default actor: the namespace admin grants it.
     grant = ROOT / "config" / "rbac" / "examples" / "actor-recreate-jobs.yaml"
     control_plane.kubectl("apply", "-n", cluster.ns, "-f", str(grant), check=True)
-    operator.restart_with(**repair_env)
+    # ... and the operator lets act steps delete and create beyond patch.
+    operator.restart_with(**repair_env, GOALKEEPER_ACT_EXTRA_VERBS="create,delete")
     cluster.target(suspended=False, seconds=0, exit_code=1)
     wait_until(lambda: job_state(cluster).status.failed, 60, "the target Job to fail")
 
@@ -451,7 +462,7 @@ def test_acceptance_14_real_defect_uses_repair_path(
     model.default = Scenario(cluster.ns, observe)
     cluster.create_monitor()
     status = finished(cluster, operator)
-    assert cluster.step_kinds() == ["observe", "repair", "observe"]
+    assert cluster.step_kinds() == ["extract", "observe", "repair", "observe"]
     request = json.loads(repair_marker.read_text())
     assert "--jobs flag" in json.dumps(request)
     assert [r["failureId"] for r in status["repairsDone"]] == ["bad-flag"]

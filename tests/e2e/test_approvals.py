@@ -28,13 +28,20 @@ from tests.e2e.harness import (
     write_token_kubeconfig,
 )
 from tests.support.model_server import ModelServer
-from tests.support.observations import action, contract
+from tests.support.observations import RESUME, TASK, action, contract, extraction
 
 pytestmark = pytest.mark.cluster
 
 CEILING = {"amount": 10, "currency": "USD"}
 PAID = [{"id": "resume-build", "description": "Resume the build on paid GPUs.", "paid": True}]
 JOB = [{"apiVersion": "batch/v1", "kind": "Job", "name": "build"}]
+# The task that grants the paid resume and its ceiling, and what its reading finds.
+SPENDING = "Resuming the build runs on paid GPUs; the build may cost at most 10 USD."
+PAID_TASK = f"{TASK} {SPENDING}"
+READING = extraction(
+    authorizedActions=[{**PAID[0], "quote": RESUME}],
+    costCeiling={**CEILING, "quote": SPENDING},
+)
 
 
 def paid_resume(facts: Facts, n: int) -> dict[str, Any]:
@@ -83,18 +90,25 @@ def goalkeeper(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]
 def awaiting(cluster: Cluster, model: ModelServer, operator: OperatorProcess) -> dict[str, Any]:
     """The status once the monitor, asked for a paid resume, awaits a person."""
     cluster.target()
-    model.default = Scenario(cluster.ns, paid_resume)
-    cluster.create_monitor(everyMinutes=60, maxChecks=6)
+    model.default = Scenario(cluster.ns, paid_resume, reading=READING)
+    cluster.create_monitor(task=PAID_TASK, everyMinutes=60, maxChecks=6)
     return wait_until(
         lambda: (s := cluster.status()).get("approval") and s, 120, "the request", operator.logs
     )
 
 
-def approval(name: str, request: str, **spec: Any) -> dict[str, Any]:
+def approval(name: str, request: str, owner: dict[str, Any] | None, **spec: Any) -> dict[str, Any]:
+    """An approval of Monitor build's `request`, owned by the Monitor `owner` as `goalkeeper
+    approve` makes it, or with no owner (None), as one written by hand may be."""
+    metadata: dict[str, Any] = {"name": name}
+    if owner is not None:
+        meta = owner["metadata"]
+        ref = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Monitor", "uid": meta["uid"]}
+        metadata["ownerReferences"] = [{**ref, "name": meta["name"]}]
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "MonitorApproval",
-        "metadata": {"name": name},
+        "metadata": metadata,
         "spec": {"monitor": "build", "requestId": request, "decision": "approve", **spec},
     }
 
@@ -114,6 +128,7 @@ def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
     tmp_path: Path,
 ) -> None:
     status = awaiting(cluster, model, operator)
+    monitor = cluster.monitor()
     request = status["approval"]
     assert (request["amount"], request["estimatedCost"]) == (
         {"amount": 5.0, "currency": "USD"},
@@ -138,14 +153,18 @@ def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
     # Without the role, the API server refuses the approval.
     with pytest.raises(ApiException) as refused:
         as_user(stranger).create_namespaced_custom_object(
-            GROUP, VERSION, cluster.ns, "monitorapprovals", approval("by-stranger", request["id"])
+            GROUP,
+            VERSION,
+            cluster.ns,
+            "monitorapprovals",
+            approval("by-stranger", request["id"], monitor),
         )
     assert refused.value.status == 403
 
     # An approval naming someone else is stamped with its real creator; one for another
     # request is ignored, says so, and cannot be edited into the right one.
     def made_stale() -> dict[str, Any]:
-        body = approval("stale", "req-0", approver="the-boss")
+        body = approval("stale", "req-0", monitor, approver="the-boss")
         return as_user(approver).create_namespaced_custom_object(  # type: ignore[no-any-return]
             GROUP, VERSION, cluster.ns, "monitorapprovals", body
         )
@@ -184,7 +203,7 @@ def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
     # The act step ran the requested action with the approval named, then was verified.
     steps = cluster.steps()
     kinds = [s["spec"]["kind"] for s in steps]
-    assert kinds[:3] == ["observe", "act", "observe"]
+    assert kinds[:4] == ["extract", "observe", "act", "observe"]
     granted = steps[1]["spec"]["input"]["action"]["approval"]
     assert me in granted and "added 5.00 USD to the cost ceiling for this action" in granted
     assert stopped["spend"]["total"]["amount"] == 15
@@ -211,7 +230,7 @@ def test_a_rejection_after_an_operator_restart_stops_with_the_final_report(
     assert stopped["stop"]["reason"] == "paidActionNotApproved"
     assert stopped["stop"]["message"].endswith(": too dear")
     assert stopped["approvals"][0]["requestId"] == request["id"]
-    assert cluster.step_kinds() == ["observe"]
+    assert cluster.step_kinds() == ["extract", "observe"]
     final = [e for e in cluster.events("Report") if e.metadata.name.endswith("check-1-final")]
     assert len(final) == 1 and "Stopped: system:serviceaccount:" in report_text(final[0])
     # Nothing is open any more to answer.
@@ -227,4 +246,50 @@ def test_no_answer_within_the_window_stops(
     stopped = wait_until(cluster.stopped, 60, "the window to end", operator.logs)
     assert stopped["stop"]["reason"] == "paidActionNotApproved"
     assert stopped["stop"]["message"].startswith("No answer came to approval request req-1")
-    assert cluster.step_kinds() == ["observe"] and "approval" not in stopped
+    assert cluster.step_kinds() == ["extract", "observe"] and "approval" not in stopped
+
+
+@pytest.mark.operator_env(GOALKEEPER_APPROVAL_TIMEOUT="10m")
+def test_an_approval_for_an_earlier_monitor_of_the_same_name_answers_nothing(
+    cluster: Cluster,
+    model: ModelServer,
+    operator: OperatorProcess,
+    control_plane: Any,
+    tmp_path: Path,
+) -> None:
+    """Request ids start again for a Monitor recreated under the same name: an approval
+    written for the earlier one, without an owner as a hand-written one may be, names the
+    very request id the new one opens, and is still ignored, with the Event saying why."""
+    earlier = awaiting(cluster, model, operator)["approval"]
+    approver = account(control_plane, cluster, "approver", tmp_path, role=True)
+    as_user(approver).create_namespaced_custom_object(
+        GROUP, VERSION, cluster.ns, "monitorapprovals", approval("earlier", earlier["id"], None)
+    )
+    cluster.custom.delete_namespaced_custom_object(GROUP, VERSION, cluster.ns, "monitors", "build")
+    wait_until(lambda: cluster.monitor() is None, 30, "the earlier Monitor to go")
+
+    model.default = Scenario(cluster.ns, paid_resume, reading=READING)
+    monitor = cluster.create_monitor(task=PAID_TASK, everyMinutes=60, maxChecks=6)
+    uid = monitor["metadata"]["uid"]
+    request = wait_until(
+        lambda: cluster.status().get("approval"), 120, "the new request", operator.logs
+    )
+    assert request["id"] == earlier["id"], "the recreated Monitor opens the same request id"
+
+    def ignored_by_the_new_monitor() -> list[Any]:
+        return [e for e in cluster.events("ApprovalIgnored") if e.involved_object.uid == uid]
+
+    (ignored,) = wait_until(ignored_by_the_new_monitor, 60, "the earlier approval to be ignored")
+    assert ignored.type == "Warning" and "MonitorApproval earlier was ignored" in ignored.message
+    assert "not owned by this Monitor" in ignored.message
+    status = cluster.status()
+    assert status["approval"]["ignored"] == ["earlier"] and not status.get("approvals")
+    assert status["activity"] == "awaitingApproval" and "act" not in cluster.step_kinds()
+
+    # The answer `goalkeeper approve` gives, owned by the new Monitor, is taken.
+    answered = goalkeeper(approver, "approve", "build", "-n", cluster.ns)
+    assert answered.returncode == 0, answered.stderr
+    stopped = wait_until(cluster.stopped, 120, "the monitor to finish", operator.logs)
+    assert stopped["stop"]["reason"] == "goalComplete"
+    assert [r["requestId"] for r in stopped["approvals"]] == [request["id"]]
+    assert ignored_by_the_new_monitor() == [ignored]

@@ -4,6 +4,7 @@ processes, and a scripted model that reads the real target."""
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -20,13 +21,14 @@ from tests.e2e.harness import (
     OperatorProcess,
     Scenario,
     build_job,
+    is_reading,
     observation,
     progress_map,
     wait_until,
 )
 from tests.support.accounts import idle_pod
 from tests.support.model_server import ModelServer
-from tests.support.observations import AUTHORIZED, action, contract
+from tests.support.observations import AUTHORIZED, TASK, action, contract, extraction
 
 pytestmark = pytest.mark.cluster
 
@@ -50,7 +52,7 @@ def monitor_events(cluster: Cluster, uid: str, reason: str) -> list[Any]:
     return [e for e in cluster.events(reason) if e.involved_object.uid == uid]
 
 
-def test_planted_text_cannot_grant_the_monitor_new_authority(
+def test_planted_text_cannot_write_the_authority(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
     cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, suspended=False))
@@ -59,16 +61,6 @@ def test_planted_text_cannot_grant_the_monitor_new_authority(
     cluster.core.create_namespaced_config_map(cluster.ns, planted)
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
-        if n == 1:
-            return observation(
-                "wait",
-                "incomplete",
-                "running",
-                facts,
-                "Job build is running.",
-                contract=contract(costCeiling={"amount": 10, "currency": "USD"}),
-                authorizedActions=[],
-            )
         assert "wipe-db" in facts.raw, "the step showed the model the planted text"
         # The persuaded model lists the new action, raises the ceiling and requests it.
         return observation(
@@ -99,15 +91,115 @@ def test_planted_text_cannot_grant_the_monitor_new_authority(
 
     assert status["stop"]["reason"] == "outsideAuthority"
     assert "wipe-db" in status["stop"]["message"]
-    assert status["checks"] == 2
-    assert cluster.step_kinds() == ["observe", "observe"], "no act step ran"
-    assert not [j for j in cluster.step_jobs() if j.metadata.labels[f"{GROUP}/kind"] != "observe"]
-    # The pinned authority is still the first one: no wipe-db, and the 10 USD ceiling.
-    assert [a["id"] for a in status.get("authorizedActions", [])] == []
-    assert status["contract"]["costCeiling"]["amount"] == 10
+    assert status["checks"] == 1
+    assert cluster.step_kinds() == ["extract", "observe"], "no act step ran"
+    assert not [
+        j
+        for j in cluster.step_jobs()
+        if j.metadata.labels[f"{GROUP}/kind"] not in ("extract", "observe")
+    ]
+    # The authority was read from the task alone, before anything read the target.
+    readings = [body for body in model.bodies if is_reading(body)]
+    assert len(readings) == 1
+    said = json.dumps(readings[0])
+    assert "wipe-db" not in said and "SYSTEM NOTICE" not in said
+    assert [t["function"]["name"] for t in readings[0]["tools"]] == ["final_result"]
+    # The pinned record is the task's: no wipe-db, no ceiling, every grant quoted from it.
+    assert [a["id"] for a in status["authorizedActions"]] == ["resume-build", "fix-config"]
+    assert status["contract"].get("costCeiling") is None
+    grants = status["authority"]["grants"]
+    assert grants and all(" ".join(g["quote"].split()) in TASK for g in grants)
     reports = monitor_events(cluster, uid, "Report")
-    assert len(reports) == 2
+    assert len(reports) == 1
     assert "wipe-db" in status["report"]
+    assert "Authority (read from the task):" in status["report"]
+
+
+WATCH_ONLY = (
+    "Report on Job build in this namespace until it finishes. This monitor may only "
+    "observe: it must not resume, change, create or delete anything."
+)
+
+
+def test_a_reading_that_turns_a_prohibition_into_a_grant_is_dropped(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    """The model reads "must not resume" as a grant to resume, as a small model did: the
+    engine drops the grant, and the act that cites it never runs."""
+    cluster.target(suspended=True)
+    first, forbidding = WATCH_ONLY.split(". ", 1)
+    misread = extraction(
+        allowedResources=[{"entry": "jobs/build", "quote": first}],
+        authorizedActions=[
+            {"id": "resume-build", "description": "Resume Job build.", "quote": forbidding},
+            {"id": "resume-job", "description": "Resume Job build if suspended.", "quote": first},
+            {"id": "scale-web", "description": "Scale Deployment web.", "quote": "You may scale"},
+        ],
+        allowedSystems=[],
+        allowedRecoveryActions=[],
+    )
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        return observation(
+            "act",
+            "incomplete",
+            "idle",
+            facts,
+            "Job build is suspended; resuming it.",
+            contract=contract(allowedSystems=[], allowedRecoveryActions=[]),
+            authorizedActions=[],
+            action=action(authorizedActionId="resume-job"),
+        )
+
+    model.default = Scenario(cluster.ns, observe, reading=misread)
+    cluster.create_monitor(task=WATCH_ONLY, everyMinutes=1)
+    status = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)
+
+    assert status["stop"]["reason"] == "outsideAuthority"
+    assert (
+        "'resume-job' is not among the recorded authorized actions (none)"
+        in (status["stop"]["message"])
+    )
+    assert status.get("authorizedActions", []) == []
+    dropped = "\n".join(status["authority"]["dropped"])
+    assert "'resume-build': it is quoted from a sentence that forbids" in dropped
+    assert "'resume-job': the task forbids it" in dropped
+    assert "'scale-web': its quote is not in the task or stop rule" in dropped
+    assert "act" not in cluster.step_kinds()
+    job = cluster.batch.read_namespaced_job("build", cluster.ns)
+    assert job.spec.suspend is True, "the Job the task said must not be resumed stays suspended"
+    recorded = [e for e in cluster.events("AuthorityRecorded")]
+    assert len(recorded) == 1 and recorded[0].type == "Warning"
+
+
+def test_an_act_outside_the_pinned_resources_never_runs(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    """A recorded action cited with a mutation set the task never allowed: refused before
+    any step runs, naming each entry."""
+    cluster.target(suspended=True)
+    widened = ["configmaps/web-entrypoint", "deployments/web", "command:python3", "jobs/build"]
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        return observation(
+            "act",
+            "incomplete",
+            "idle",
+            facts,
+            "Resuming the build.",
+            action=action(mutationSet=widened),
+        )
+
+    model.default = Scenario(cluster.ns, observe)
+    cluster.create_monitor(everyMinutes=1)
+    status = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)
+    assert status["stop"]["reason"] == "outsideAuthority"
+    message = status["stop"]["message"]
+    for entry in widened[:3]:
+        assert entry in message
+    assert "which the recorded allowed resources (jobs/build) do not cover" in message
+    assert cluster.step_kinds() == ["extract", "observe"]
+    assert cluster.batch.read_namespaced_job("build", cluster.ns).spec.suspend is True
 
 
 def hold(cluster: Cluster, step: dict[str, Any]) -> None:
@@ -151,7 +243,10 @@ def test_recreated_monitor_adopts_nothing_of_the_old_one(
     model.default = Scenario(cluster.ns, observe)
     old_uid = cluster.create_monitor()["metadata"]["uid"]
     old_step = wait_until(
-        lambda: next(iter(cluster.steps()), None), 60, "the old monitor's step", operator.logs
+        lambda: next((s for s in cluster.steps() if s["spec"]["kind"] == "observe"), None),
+        60,
+        "the old monitor's observe step",
+        operator.logs,
     )
     hold(cluster, old_step)
     try:
@@ -178,13 +273,12 @@ def test_recreated_monitor_adopts_nothing_of_the_old_one(
             "the old step's result",
             operator.logs,
         )
-        ours = [s for s in cluster.steps() if s["metadata"]["name"] != old_step["metadata"]["name"]]
-        assert [s["spec"]["kind"] for s in ours] == ["observe"]
-        assert all(s["metadata"]["ownerReferences"][0]["uid"] == new_uid for s in ours)
+        ours = [s for s in cluster.steps() if s["metadata"]["ownerReferences"][0]["uid"] == new_uid]
+        assert [s["spec"]["kind"] for s in ours] == ["extract", "observe"]
         assert old_step["metadata"]["ownerReferences"][0]["uid"] == old_uid
         # The old step's result is seen and passed over: it is not the new monitor's step.
         wait_until(
-            lambda: "/build: step 1 changed; not the step in flight" in operator.logs(),
+            lambda: "/build: step 2 changed; not the step in flight" in operator.logs(),
             60,
             "the operator to pass over the old step's result",
             operator.logs,
@@ -205,19 +299,19 @@ def test_an_object_of_another_owner_under_a_step_name_stops_the_monitor(
     model.default = Scenario(cluster.ns, complete)
     operator.stop()
     uid = cluster.create_monitor()["metadata"]["uid"]
-    taken = step_name("build", uid, 1, StepKind.observe)
+    taken = step_name("build", uid, 1, StepKind.extract)
     squatter = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "MonitorStep",
         "metadata": {"name": taken, "labels": {"planted": "yes"}},
         "spec": {
             "monitor": "build",
-            "kind": "observe",
-            "check": 1,
+            "kind": "extract",
+            "check": 0,
             "seq": 1,
             "input": {
-                "kind": "observe",
-                "check": 1,
+                "kind": "extract",
+                "check": 0,
                 "maxChecks": 10,
                 "task": "Something else entirely.",
                 "stopWhen": "Never.",
@@ -257,7 +351,12 @@ def test_a_result_naming_a_pod_outside_the_steps_job_is_rejected(
     cluster.create_monitor()
     step = wait_until(
         lambda: next(
-            (s for s in cluster.steps() if (s.get("status") or {}).get("phase") == "Running"),
+            (
+                s
+                for s in cluster.steps()
+                if s["spec"]["kind"] == "observe"
+                and (s.get("status") or {}).get("phase") == "Running"
+            ),
             None,
         ),
         60,

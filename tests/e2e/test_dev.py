@@ -9,10 +9,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.e2e.harness import ROOT, dev_kubectl, start_dev, wait_until
+from tests.e2e.harness import ROOT, dev_kubectl, is_reading, start_dev, wait_until
 from tests.support.model_server import Final, ModelServer
 from tests.support.observations import observation_dict
 
@@ -37,7 +38,13 @@ def processes_mentioning(text: str) -> list[int]:
 
 @pytest.fixture
 def model() -> Iterator[ModelServer]:
-    with ModelServer(default=lambda _: Final(observation_dict("stop"))) as server:
+    # The task grants nothing this model reads into it; the observation restates that.
+    done = observation_dict("stop", contract={"goal": "The render is done."}, authorizedActions=[])
+
+    def answer(body: dict[str, Any]) -> Final:
+        return Final({"goal": "The render is done."} if is_reading(body) else done)
+
+    with ModelServer(default=answer) as server:
         yield server
 
 

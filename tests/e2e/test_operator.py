@@ -64,7 +64,7 @@ def test_operator_killed_mid_step_accepts_the_result_once(
         operator.logs,
     )
     assert len(cluster.events("Report")) == 1
-    assert cluster.step_kinds() == ["observe"]
+    assert cluster.step_kinds() == ["extract", "observe"]
 
 
 def test_invalid_step_result_is_rejected_and_not_counted(
@@ -179,7 +179,7 @@ def test_no_repair_workflow_configured_stops_with_that_reason(
     status = wait_until(cluster.stopped, 90, "the monitor to stop", operator.logs)
     assert status["stop"]["reason"] == "blocked"
     assert "No repair workflow is configured." in status["stop"]["message"]
-    assert cluster.step_kinds() == ["observe", "repair"]
+    assert cluster.step_kinds() == ["extract", "observe", "repair"]
 
 
 def test_status_conditions_and_observed_generation_follow_spec_edits(
@@ -221,7 +221,8 @@ def test_step_history_is_pruned_to_its_bound(
     cluster.create_monitor(everyMinutes=1, maxChecks=4)
     status = wait_until(cluster.stopped, 120, "the safety limit", operator.logs)
     assert status["checks"] == 4
-    assert [s["spec"]["seq"] for s in cluster.steps()] == [3, 4]
+    # Step 1 read the task; steps 2 to 5 were the checks.
+    assert [s["spec"]["seq"] for s in cluster.steps()] == [4, 5]
     wait_until(lambda: len(cluster.step_jobs()) == 2, 60, "pruned steps' Jobs to be collected")
     assert len(cluster.events("Report")) == 4
 
@@ -242,9 +243,10 @@ def test_step_job_that_keeps_failing_stops_after_bounded_retries(
     status = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)
     assert status["stop"]["reason"] == "blocked"
     message = status["stop"]["message"]
-    assert "failed 3 times in a row" in message and "Job build-3-observe-" in message
+    # The first step, reading the task, is the one that keeps failing.
+    assert "extract step failed 3 times in a row" in message and "Job build-3-extract-" in message
     assert status["checks"] == 0
-    assert cluster.step_kinds() == ["observe", "observe", "observe"]
+    assert cluster.step_kinds() == ["extract", "extract", "extract"]
     assert all((s.get("status") or {}).get("phase") != "Succeeded" for s in cluster.steps())
     assert cluster.events("Report") == []
 

@@ -24,6 +24,7 @@ from tests.support.observations import maximal_dict
 pytestmark = pytest.mark.cluster
 
 CHECKS = 3
+GRANTS = ("allowedFiles", "allowedSystems", "allowedResources", "allowedRecoveryActions")
 
 
 def test_maximal_observations_keep_the_loop_going_within_budget(
@@ -31,14 +32,23 @@ def test_maximal_observations_keep_the_loop_going_within_budget(
 ) -> None:
     cluster.target(suspended=False)
 
+    def restating(route: str, n: int) -> dict[str, Any]:
+        """A maximal observation that restates the recorded authority, as an honest model
+        does: every restriction at its bound, and only the grants the task gave (none)."""
+        body = maximal_dict(route, n)
+        body["contract"] = {k: v for k, v in body["contract"].items() if k not in GRANTS}
+        body["authorizedActions"] = []
+        return body
+
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         if n < CHECKS:
-            return maximal_dict("wait", n)
-        # The last answer restates the recorded authority, as an honest model does.
-        done = maximal_dict("stop", n)
+            return restating("wait", n)
+        done = restating("stop", n)
         return {**done, "goal": "complete", "work": "complete", "stopReason": "goalComplete"}
 
-    model.default = Scenario(cluster.ns, observe)
+    # Restrictions need no quote: the reading records every one at its bound.
+    reading = restating("wait", 0)["contract"]
+    model.default = Scenario(cluster.ns, observe, reading=reading)
     cluster.create_monitor(everyMinutes=1)
     status = wait_until(cluster.stopped, 180, "the monitor to stop", operator.logs)
     assert status["stop"]["reason"] == "goalComplete" and status["checks"] == CHECKS

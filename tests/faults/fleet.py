@@ -23,9 +23,9 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.e2e.harness import GROUP, VERSION, _is_observe, _results_since_user
+from tests.e2e.harness import GROUP, VERSION, _is_observe, _results_since_user, is_reading
 from tests.support.model_server import Final, Reply, ToolCalls, call
-from tests.support.observations import action, contract, observation_dict
+from tests.support.observations import action, contract, extraction, observation_dict
 
 CHECKS = 4  # accepted checks each monitor makes before it stops goalComplete
 EVERY_MINUTES = 1
@@ -39,6 +39,24 @@ def task(name: str) -> str:
         f"Monitor {name} of the fault suite: Job {name} in this namespace must complete. You "
         f"may resume Job {name} (spec.suspend=false) and hand a configuration defect to the "
         "repair workflow. Do not change anything else."
+    )
+
+
+def reading(name: str, namespace: str) -> dict[str, Any]:
+    """What the task reading finds in `task(name)`: the grants `FleetModel` acts on."""
+    first, grant = task(name).split(". ")[:2]
+    return extraction(
+        allowedSystems=[{"entry": f"Job {name} in namespace {namespace}", "quote": first}],
+        allowedResources=[{"entry": f"jobs/{name}", "quote": grant}],
+        allowedRecoveryActions=[{"entry": "resume the build Job", "quote": grant}],
+        authorizedActions=[
+            {"id": "resume-build", "description": f"Resume Job {name}.", "quote": grant},
+            {
+                "id": "fix-config",
+                "description": f"Hand a configuration defect of Job {name} to the repair workflow.",
+                "quote": grant,
+            },
+        ],
     )
 
 
@@ -115,6 +133,8 @@ class FleetModel:
     def __call__(self, body: dict[str, Any]) -> Reply:
         prompt = _user_text(body)
         found = MONITOR.search(prompt)
+        if found is not None and is_reading(body):
+            return Final(reading(found.group(1), self.namespace))
         observe = _is_observe(body)
         check = (OBSERVE_CHECK if observe else ACT_CHECK).search(prompt)
         if found is None or check is None:

@@ -1,16 +1,19 @@
 """A small in-memory fake of the three APIs the reconciler uses (custom objects, core,
 batch), implementing `goalkeeper.controller.api.Api`, that can fail any call on demand:
-the way production kopf operators test handlers without a cluster."""
+the way production kopf operators test handlers without a cluster. It also implements
+`AccessReviews`, answering from the permissions a test grants."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import defaultdict
 from itertools import count
 from typing import Any
 
 from goalkeeper.controller.api import AlreadyExists, ApiError, Conflict, NotFound, owned_steps
 from goalkeeper.controller.manifests import LABEL_MONITOR, LABEL_SEQ, label_value
+from goalkeeper.core.permissions import Author, Permission
 
 Body = dict[str, Any]
 
@@ -36,6 +39,7 @@ class FakeApi:
         self._lost_answers: dict[str, int] = defaultdict(int)
         self._versions = count(1)
         self._uids = count(1)
+        self._granted: dict[str, set[Permission]] = defaultdict(set)
 
     # --- the test's side ---
 
@@ -65,6 +69,11 @@ class FakeApi:
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         self.objects.pop((kind, namespace, name), None)
+
+    def grant(self, subject: str, *permissions: Permission) -> None:
+        """`subject`, a user or a group, holds `permissions`; one without a name holds for
+        every object of its resource, as an RBAC rule without resourceNames does."""
+        self._granted[subject].update(permissions)
 
     def count(self, method: str) -> int:
         return sum(1 for called, _ in self.calls if called == method)
@@ -172,3 +181,10 @@ class FakeApi:
             for (kind, ns, _), v in sorted(self.objects.items())
             if kind == "MonitorApproval" and ns == namespace
         ]
+
+    async def review_access(self, author: Author, permission: Permission) -> bool:
+        self._enter("review_access", f"{author.user} {permission.text}")
+        if "system:masters" in author.groups:
+            return True  # as the API server's own authorizer answers for that group
+        held = {p for s in (author.user, *author.groups) for p in self._granted.get(s, ())}
+        return bool({permission, dataclasses.replace(permission, name="")} & held)

@@ -5,7 +5,87 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from goalkeeper.core.models import ActionResult, Observation
+from goalkeeper.core.models import ActionResult, AuthorityExtraction, Observation
+
+# The standard task: its sentences grant what `contract()` and `AUTHORIZED` list.
+TASK = (
+    "Finish the nightly build: Job build in this namespace must complete. You may resume "
+    "the build Job (spec.suspend=false) and restart it after an operational failure. You "
+    "may fix the build configuration through the repair flow. Do not change anything else."
+)
+RESUME = (
+    "You may resume the build Job (spec.suspend=false) and restart it after an operational failure."
+)
+FIX = "You may fix the build configuration through the repair flow."
+FINISH = "Finish the nightly build: Job build in this namespace must complete."
+
+
+def extraction(**overrides: Any) -> dict[str, Any]:
+    """What an extract step reads from `TASK`: the grants of `contract()` and
+    `AUTHORIZED`, each quoting the sentence that gives it."""
+    return {
+        "goal": "All 27 modules of the nightly build have verified outputs.",
+        "allowedSystems": [{"entry": "Job build in namespace default", "quote": FINISH}],
+        "allowedResources": [{"entry": "jobs/build", "quote": RESUME}],
+        "allowedRecoveryActions": [{"entry": "resume the build Job", "quote": RESUME}],
+        "authorizedActions": [
+            {**AUTHORIZED[0], "quote": RESUME},
+            {**AUTHORIZED[1], "quote": FIX},
+        ],
+        "forbiddenChanges": ["source code", "the model provider"],
+        "requiredChecks": ["outputs verified"],
+        "stopConditions": ["all 27 modules verified"],
+        **overrides,
+    }
+
+
+def granting(observed: Observation) -> tuple[str, AuthorityExtraction]:
+    """Sentences a person could have written to grant exactly the authority `observed`
+    states, and the extraction that quotes them: for tests whose subject is what happens
+    after the authority is recorded."""
+    said: list[str] = []
+
+    def say(sentence: str) -> str:
+        said.append(sentence)
+        return sentence
+
+    found = observed.contract
+    lists = ("allowedResources", "allowedSystems", "allowedFiles", "allowedRecoveryActions")
+    quoted = {
+        field: [
+            {"entry": entry, "quote": say(f"Grant {n} allows {entry}.")}
+            for n, entry in enumerate(getattr(found, field), len(said))
+        ]
+        for field in lists
+    }
+    actions = [
+        {
+            "id": a.id,
+            "description": a.description,
+            "paid": a.paid,
+            "quote": say(f"Action {a.id} is allowed: {a.description.rstrip('.')}."),
+        }
+        for a in observed.authorizedActions
+    ]
+    ceiling = None
+    if found.costCeiling is not None:
+        amount, currency = found.costCeiling.amount, found.costCeiling.currency
+        ceiling = {
+            "amount": amount,
+            "currency": currency,
+            "quote": say(f"The cost ceiling is {amount} {currency}."),
+        }
+    body = {
+        "goal": found.goal,
+        **quoted,
+        "authorizedActions": actions,
+        "costCeiling": ceiling,
+        "forbiddenChanges": found.forbiddenChanges,
+        "protectedContracts": found.protectedContracts,
+        "requiredChecks": found.requiredChecks,
+        "stopConditions": found.stopConditions,
+    }
+    return " ".join(said), AuthorityExtraction.model_validate(body)
 
 
 def contract(**overrides: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import pytest
 from tests.support.engine_loop import Loop
 from tests.support.observations import observation, paid_observation
 
+from goalkeeper.approvals import approval_body
 from goalkeeper.core.engine import (
     ApprovalAnswered,
     EmitReport,
@@ -21,6 +22,7 @@ from goalkeeper.core.engine import (
 )
 from goalkeeper.core.models import (
     Activity,
+    ApprovalDecision,
     Health,
     MonitorApprovalSpec,
     MonitorState,
@@ -33,18 +35,27 @@ from goalkeeper.core.steps import next_event
 
 WINDOW = timedelta(hours=24)
 ALICE = "alice@example.com"
+MONITOR_UID = "3f0c9a52-monitor-uid"
 
 
 def awaiting(ceiling: float | None = 10.0, estimate: float = 15.0, **kw: Any) -> Loop:
-    loop = Loop(options={"approval_window": WINDOW}, everyMinutes=30)
+    # The task grants the paid action and the ceiling the first observation restates.
+    loop = Loop(
+        options={"approval_window": WINDOW}, everyMinutes=30, granted_by_first_observation=True
+    )
     loop.start()
     loop.effects = loop.observe(paid_observation(ceiling, estimate, **kw))
     return loop
 
 
 def answer(
-    loop: Loop, decision: str = "approve", name: str = "build-x1", **spec: Any
+    loop: Loop,
+    decision: str = "approve",
+    name: str = "build-x1",
+    owners: tuple[str, ...] = (MONITOR_UID,),
+    **spec: Any,
 ) -> tuple[object, ...]:
+    """The MonitorApproval `name`, owned by `owners`, answering the open request."""
     assert loop.status.approval is not None
     body = {
         "monitor": "build",
@@ -53,7 +64,7 @@ def answer(
         "approver": ALICE,
         **spec,
     }
-    return loop.send(ApprovalAnswered(name, MonitorApprovalSpec(**body)))
+    return loop.send(ApprovalAnswered(name, MonitorApprovalSpec(**body), owners, MONITOR_UID))
 
 
 def notes(effects: tuple[object, ...], reason: str) -> list[Notify]:
@@ -61,7 +72,7 @@ def notes(effects: tuple[object, ...], reason: str) -> list[Notify]:
 
 
 def test_without_a_window_a_paid_action_over_the_ceiling_stops_as_before() -> None:
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     effects = loop.observe(paid_observation(10.0, 15.0))
     assert loop.status.stop is not None
@@ -167,16 +178,58 @@ def test_an_answer_to_another_request_or_without_approver_is_ignored_once_and_sa
     assert [e for e in answer(loop, name="real") if isinstance(e, LaunchStep)]
 
 
+@pytest.mark.parametrize(
+    "owners", [(), ("uid-of-an-earlier-monitor-named-build",)], ids=["no-owner", "other-owner"]
+)
+def test_an_approval_not_owned_by_this_monitor_is_ignored_once_and_says_so(
+    owners: tuple[str, ...],
+) -> None:
+    """Request ids restart at req-1 for a recreated Monitor: an approval made for an
+    earlier Monitor of the same name names the open request id, and still answers nothing."""
+    loop = awaiting()
+    effects = answer(loop, name="earlier", owners=owners)
+    (ignored,) = notes(effects, "ApprovalIgnored")
+    assert "MonitorApproval earlier was ignored: it is not owned by this Monitor" in (
+        ignored.message
+    )
+    assert "goalkeeper approve" in ignored.message and ignored.warning
+    assert not [e for e in effects if isinstance(e, LaunchStep | StopMonitor)]
+    request = loop.status.approval
+    assert request is not None and request.ignored == ["earlier"] and not loop.status.approvals
+    assert answer(loop, name="earlier", owners=owners) == ()
+    # Owned by this Monitor among others, the real answer is taken.
+    effects = answer(loop, name="real", owners=("some-other-owner", MONITOR_UID))
+    assert [e.kind for e in effects if isinstance(e, LaunchStep)] == [StepKind.act]
+    assert [r.name for r in loop.status.approvals] == ["real"]
+
+
+def test_the_cli_makes_an_approval_owned_by_the_monitor_it_answers() -> None:
+    monitor = {"metadata": {"name": "build", "uid": MONITOR_UID}}
+    body = approval_body(monitor, "req-2", ApprovalDecision.approve, approver=ALICE)
+    (owner,) = body["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Monitor", "build", MONITOR_UID)
+
+
+def test_an_unowned_approval_is_ignored_whatever_else_it_says() -> None:
+    loop = awaiting()
+    effects = answer(loop, "reject", name="stale", owners=(), requestId="req-0")
+    (ignored,) = notes(effects, "ApprovalIgnored")
+    assert "not owned by this Monitor" in ignored.message
+    assert loop.status.approval is not None and loop.status.stop is None
+
+
 def test_a_spec_edit_withdraws_the_request_and_observes_the_new_task() -> None:
     loop = awaiting()
     effects = loop.send(Started(generation=2))
     assert loop.status.approval is None
-    assert [e.kind for e in effects if isinstance(e, LaunchStep)] == [StepKind.observe]
+    # The new generation's words are read for their authority first, then observed.
+    assert [e.kind for e in effects if isinstance(e, LaunchStep)] == [StepKind.extract]
+    assert [e.kind for e in loop.extract() if isinstance(e, LaunchStep)] == [StepKind.observe]
 
 
 @pytest.mark.parametrize("observed", [None, 3.0])
 def test_no_estimate_or_mixed_currencies_cannot_be_approved(observed: float | None) -> None:
-    loop = Loop(options={"approval_window": WINDOW})
+    loop = Loop(options={"approval_window": WINDOW}, granted_by_first_observation=True)
     loop.start()
     paid = [{"id": "resume-build", "description": "Resume (GPU hours).", "paid": True}]
     obs = (
@@ -191,10 +244,11 @@ def test_no_estimate_or_mixed_currencies_cannot_be_approved(observed: float | No
     )
     loop.observe(obs)
     assert loop.status.approval is None and loop.status.stop is not None
+    assert loop.status.stop.reason is StopReason.paidActionNotApproved
 
 
 def test_at_the_safety_limit_no_person_is_asked() -> None:
-    loop = Loop(options={"approval_window": WINDOW}, maxChecks=1)
+    loop = Loop(options={"approval_window": WINDOW}, maxChecks=1, granted_by_first_observation=True)
     loop.start()
     loop.observe(paid_observation(10.0, 15.0))
     assert loop.status.approval is None and loop.status.stop is not None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from tests.support.observations import maximal_dict
 
 from goalkeeper.core.budget import STATUS_BUDGET, cut, fit_status, status_size
 from goalkeeper.core.engine import (
+    AuthorityExtracted,
     LaunchStep,
     ObservationAccepted,
     Started,
@@ -15,16 +17,109 @@ from goalkeeper.core.engine import (
     decide,
 )
 from goalkeeper.core.models import (
+    GRANTS_MAX,
+    QUOTE_MAX,
+    AuthorityExtraction,
     MonitorSpec,
     MonitorStatus,
     Observation,
+    StepKind,
 )
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
+GRANT_LISTS = ("allowedResources", "allowedSystems", "allowedFiles", "allowedRecoveryActions")
+RESTRICTIONS = ("forbiddenChanges", "protectedContracts", "requiredChecks", "stopConditions")
+
 
 def maximal(route: str = "wait", n: int = 0) -> Observation:
     return Observation.model_validate(maximal_dict(route, n, NOW + timedelta(minutes=n)))
+
+
+def maximal_authority() -> tuple[MonitorSpec, AuthorityExtraction]:
+    """A spec at its bounds whose words grant the most a task reading can make us record:
+    every grant list and the actions at the extraction's bound, each entry at its longest
+    and with the longest quote, a ceiling, the restrictions at their bounds, and forbidding
+    sentences that no granted action runs into (kept as prohibitions)."""
+    names = [f"r{i:02d}" + "n" * 492 for i in range(8)]  # jobs/<name>: 500 characters
+    granting = [f"you may resume jobs/{name} for the build." for name in names]
+    ceiling = "the cost ceiling is 100 usd for the build."
+    body = " ".join([*granting, ceiling])
+    task = body + " " + "t" * (8000 - len(body) - 1)
+    starts = [task.index(sentence) for sentence in granting]
+
+    def quote(i: int) -> str:
+        at = starts[i % len(starts)]
+        return task[at : at + QUOTE_MAX]
+
+    def entries(prefix: str, fill: str) -> list[dict[str, str]]:
+        return [
+            {"entry": (f"{prefix} {i:02d} " + fill * 500)[:500], "quote": quote(i)}
+            for i in range(GRANTS_MAX)
+        ]
+
+    forbidding = [f"never delete the {i} " + "q" * 460 + " database." for i in range(8)]
+    stop_when = " ".join(forbidding)
+    stop_when += " " + "s" * (4000 - len(stop_when) - 1)
+    restrictions = maximal_dict()["contract"]
+    extraction = AuthorityExtraction.model_validate(
+        {
+            "goal": "g" * 8000,
+            "allowedResources": [
+                {"entry": f"jobs/{names[i % len(names)]}", "quote": quote(i)}
+                for i in range(GRANTS_MAX)
+            ],
+            "allowedSystems": entries("build system", "s"),
+            "allowedFiles": entries("build file", "f"),
+            "allowedRecoveryActions": entries("resume the build", "r"),
+            "authorizedActions": [
+                {
+                    "id": f"a{i:02d}-" + "i" * 196,
+                    "description": (f"Resume the build {i:02d}. " + "d" * 1000)[:1000],
+                    "quote": quote(i),
+                }
+                for i in range(GRANTS_MAX)
+            ],
+            "costCeiling": {
+                "amount": 100,
+                "currency": "USD",
+                "quote": task[task.index(ceiling) :][:QUOTE_MAX],
+            },
+            **{field: restrictions[field] for field in RESTRICTIONS},
+        }
+    )
+    spec = MonitorSpec(task=task, stopWhen=stop_when, everyMinutes=1)
+    return spec, extraction
+
+
+def authority_recorded(spec: MonitorSpec, extraction: AuthorityExtraction) -> MonitorStatus:
+    """Started, and the task reading answered with `extraction`, every grant kept."""
+    decision = decide(spec, MonitorStatus(), Started(1), NOW)
+    (read,) = [e for e in decision.effects if isinstance(e, LaunchStep)]
+    assert read.kind is StepKind.extract and len(read.input.model_dump_json()) <= STATUS_BUDGET
+    status = decision.status
+    assert status.step is not None
+    status = decide(spec, status, AuthorityExtracted(status.step.seq, extraction), NOW).status
+    assert status.authority is not None and not status.authority.dropped
+    assert len(status.authority.grants) == 5 * GRANTS_MAX + 1
+    assert status_size(status) <= STATUS_BUDGET
+    return status
+
+
+def restating(status: MonitorStatus, route: str = "wait", n: int = 0) -> Observation:
+    """A maximal observation that restates the recorded authority: the most an
+    observation may state of it, since it can only narrow it."""
+    body: dict[str, Any] = maximal_dict(route, n, NOW + timedelta(minutes=n))
+    pinned = status.contract
+    assert pinned is not None
+    recorded = pinned.model_dump(mode="json")
+    body["contract"] = {
+        **body["contract"],
+        **{field: recorded[field] for field in GRANT_LISTS},
+        "costCeiling": recorded["costCeiling"],
+    }
+    body["authorizedActions"] = [a.model_dump(mode="json") for a in status.authorizedActions]
+    return Observation.model_validate(body)
 
 
 def test_cut_marks_what_it_cut() -> None:
@@ -35,15 +130,14 @@ def test_cut_marks_what_it_cut() -> None:
 
 
 def test_maximal_observations_keep_status_and_step_input_under_budget() -> None:
-    spec = MonitorSpec(task="t" * 8000, stopWhen="s" * 4000, everyMinutes=1)
-    status = decide(spec, MonitorStatus(), Started(1), NOW).status
+    spec, extraction = maximal_authority()
+    status = authority_recorded(spec, extraction)
     now = NOW
     largest_input = 0
     for n in range(12):
         assert status.step is not None
-        status = decide(
-            spec, status, ObservationAccepted(status.step.seq, maximal(n=n)), now
-        ).status
+        observed = restating(status, n=n)
+        status = decide(spec, status, ObservationAccepted(status.step.seq, observed), now).status
         assert status_size(status) <= STATUS_BUDGET
         now += timedelta(minutes=2)
         decision = decide(spec, status, TimerDue(), now)
@@ -83,14 +177,15 @@ def test_a_new_track_after_a_full_set_keeps_the_status_valid() -> None:
 
     from goalkeeper.core.models import TRACKS_MAX
 
-    spec = MonitorSpec(task="Finish the build.", everyMinutes=1)
-    status = decide(spec, MonitorStatus(), Started(1), NOW).status
+    spec, extraction = maximal_authority()
+    status = authority_recorded(spec, extraction)
     assert status.step is not None
-    status = decide(spec, status, ObservationAccepted(status.step.seq, maximal()), NOW).status
+    first = restating(status)
+    status = decide(spec, status, ObservationAccepted(status.step.seq, first), NOW).status
+    assert status.checks == 1 and len(status.progress) == TRACKS_MAX
     status = decide(spec, status, TimerDue(), NOW + timedelta(minutes=2)).status
     assert status.step is not None
     # One track under a key not seen before, and the authority restated as recorded.
-    first = maximal()
     fresh = observation(
         "wait",
         contract=first.contract.model_dump(),
@@ -105,11 +200,13 @@ def test_a_new_track_after_a_full_set_keeps_the_status_valid() -> None:
 def test_restrictions_added_to_a_full_record_never_overflow_it() -> None:
     from goalkeeper.core.models import LIST_ENTRIES
 
-    spec = MonitorSpec(task="Finish the build.", everyMinutes=1)
-    status = decide(spec, MonitorStatus(), Started(1), NOW).status
+    spec, extraction = maximal_authority()
+    status = authority_recorded(spec, extraction)
     assert status.step is not None
-    first = maximal()
+    first = restating(status)
     status = decide(spec, status, ObservationAccepted(status.step.seq, first), NOW).status
+    assert status.checks == 1 and status.contract is not None
+    assert len(status.contract.forbiddenChanges) == LIST_ENTRIES, "a full record"
     status = decide(spec, status, TimerDue(), NOW + timedelta(minutes=2)).status
     assert status.step is not None
     more = [*first.contract.forbiddenChanges[2:], "the database", "the cluster's DNS"]

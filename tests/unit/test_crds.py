@@ -92,6 +92,14 @@ def test_monitorstep_result_is_free_form_and_input_is_typed() -> None:
     assert "task" in step_input["properties"]
 
 
+def test_a_monitorstep_spec_cannot_change_once_created() -> None:
+    schema = crds.monitorstep_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    spec = schema["properties"]["spec"]
+    assert [v["rule"] for v in spec["x-kubernetes-validations"]] == ["self == oldSelf"]
+    # The rule guards the step's spec only: its pod still writes the status.
+    assert "x-kubernetes-validations" not in schema["properties"]["status"]
+
+
 def test_crds_command_prints_yaml_documents(capsys: object) -> None:
     assert main(["crds", "--stdout"]) == 0
     out = capsys.readouterr().out  # type: ignore[attr-defined]
@@ -120,3 +128,6 @@ def test_the_approval_example_is_a_valid_monitor_approval() -> None:
     assert example["kind"] == "MonitorApproval"
     spec = MonitorApprovalSpec.model_validate(example["spec"])
     assert spec.approver == ""  # the API server fills it in
+    # The operator takes only an approval owned by the Monitor it answers.
+    (owner,) = example["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("Monitor", spec.monitor) and owner["uid"]

@@ -226,7 +226,7 @@ def test_paid_action_launches_only_with_ceiling_approval_and_room(
     observed: float | None,
     message: str,
 ) -> None:
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     effects = loop.observe(paid_observation(ceiling, estimate, approval, observed))
     stop = stopped_with(effects)
@@ -236,7 +236,7 @@ def test_paid_action_launches_only_with_ceiling_approval_and_room(
 
 
 def test_paid_action_within_ceiling_launches_and_ledger_grows() -> None:
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     launched(loop.observe(paid_observation(10.0, 3.0)))
     loop.finish("succeeded", actualCost={"amount": 3.5, "currency": "USD"})
@@ -259,7 +259,7 @@ def test_paid_action_within_ceiling_launches_and_ledger_grows() -> None:
 def test_paid_action_books_the_larger_of_estimate_and_actual_cost(
     actual: float | None, booked: float, estimated: bool
 ) -> None:
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     launched(loop.observe(paid_observation(10.0, 4.0)))
     extra = {} if actual is None else {"actualCost": {"amount": actual, "currency": "USD"}}
@@ -273,7 +273,7 @@ def test_paid_action_books_the_larger_of_estimate_and_actual_cost(
 
 
 def test_a_lower_reported_cost_never_makes_room_under_the_ceiling() -> None:
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     launched(loop.observe(paid_observation(10.0, 6.0)))
     loop.finish("succeeded", actualCost={"amount": 0.0, "currency": "USD"})
@@ -284,7 +284,7 @@ def test_a_lower_reported_cost_never_makes_room_under_the_ceiling() -> None:
 
 
 def test_paid_flag_on_authorized_action_without_estimate_stops() -> None:
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     paid_actions = [{"id": "resume-build", "description": "Resume (GPU hours).", "paid": True}]
     effects = loop.observe(observation("act", authorizedActions=paid_actions))
@@ -400,8 +400,8 @@ def reported(effects: tuple[object, ...]) -> str:
     return reports[0].text
 
 
-def test_first_check_pins_the_authority_and_a_widening_lie_is_refused() -> None:
-    loop = Loop()
+def test_the_recorded_authority_is_pinned_and_a_widening_lie_is_refused() -> None:
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     loop.observe(observation("wait", authorizedActions=[], contract=contract(costCeiling=TEN_USD)))
     assert loop.status.authorizedActions == []
@@ -437,7 +437,7 @@ def test_first_check_pins_the_authority_and_a_widening_lie_is_refused() -> None:
     )
     assert stop.message.startswith(attempt)
     assert attempt in reported(effects)
-    # The lie took no effect: the record is the first check's.
+    # The lie took no effect: the record is the one read from the task.
     assert loop.status.authorizedActions == []
     assert loop.status.contract is not None and loop.status.contract.costCeiling is not None
     assert loop.status.contract.costCeiling.amount == 10
@@ -491,7 +491,7 @@ def test_every_kind_of_widening_is_refused_and_named(
     changes: dict[str, object], reason: str, attempt: str
 ) -> None:
     first = contract(costCeiling=TEN_USD, protectedContracts=["provider openai, model gpt-5"])
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     loop.observe(observation("wait", contract=first))
     loop.later(30)
@@ -504,7 +504,7 @@ def test_every_kind_of_widening_is_refused_and_named(
 
 
 def test_a_new_cost_ceiling_where_none_was_recorded_is_a_widening() -> None:
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     loop.observe(observation("wait"))
     loop.later(30)
@@ -519,7 +519,7 @@ def test_a_new_cost_ceiling_where_none_was_recorded_is_a_widening() -> None:
 def test_paid_to_unpaid_is_a_widening() -> None:
     paid = [{"id": "resume-build", "description": "Resume (GPU hours).", "paid": True}]
     unpaid = [{"id": "resume-build", "description": "Resume (GPU hours).", "paid": False}]
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     loop.observe(observation("wait", authorizedActions=paid))
     loop.later(30)
@@ -535,7 +535,7 @@ def test_paid_to_unpaid_is_a_widening() -> None:
 def test_paid_flag_comes_from_the_record_not_the_request() -> None:
     # Recorded as paid; the act request names it without any cost: refused as unverifiable.
     paid = [{"id": "resume-build", "description": "Resume (GPU hours).", "paid": True}]
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     first = observation("wait", authorizedActions=paid, contract=contract(costCeiling=TEN_USD))
     loop.observe(first)
@@ -548,7 +548,7 @@ def test_paid_flag_comes_from_the_record_not_the_request() -> None:
 
 
 def test_narrowing_takes_effect_and_cannot_be_undone() -> None:
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     loop.observe(observation("wait", contract=contract(costCeiling=TEN_USD)))
     loop.later(30)
@@ -574,7 +574,7 @@ def test_narrowing_takes_effect_and_cannot_be_undone() -> None:
 
 
 def test_narrowed_authority_is_what_later_checks_are_held_to() -> None:
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     loop.observe(observation("wait", contract=contract(costCeiling=TEN_USD)))
     loop.later(30)
@@ -633,20 +633,25 @@ def test_restart_with_the_same_generation_keeps_the_authority() -> None:
 
 
 def test_a_new_generation_extracts_the_authority_again() -> None:
-    loop = Loop(everyMinutes=1)
+    loop = Loop(granted_by_first_observation=True, everyMinutes=1)
     loop.start()
     loop.observe(observation("wait"))
     loop.spec = loop.spec.model_copy(update={"task": "Also wipe the database."})
     loop.send(Started(generation=2))
     loop.later(1)
     step = launched(loop.send(TimerDue()))
-    # The observe step extracts afresh from the new task: it is handed no old record.
+    # The new task is read afresh, from its words alone: no old record, no observation.
+    assert step.kind is StepKind.extract and step.input.task == "Also wipe the database."
     assert step.input.contract is None and step.input.authorizedActions == []
+    assert step.input.previousObservation is None and step.input.progressSummary == ""
     wipe = action(
-        authorizedActionId="wipe-db", action="Drop every table.", mutationSet=["database build"]
+        authorizedActionId="wipe-db",
+        action="Drop every table.",
+        mutationSet=["statefulsets/build-db"],
     )
+    widened = contract(allowedResources=["statefulsets/build-db"])
     effects = loop.observe(
-        observation("act", authorizedActions=[WIPE_DB], contract=contract(), action=wipe)
+        observation("act", authorizedActions=[WIPE_DB], contract=widened, action=wipe)
     )
     act = launched(effects)
     assert act.kind is StepKind.act and [a.id for a in act.input.authorizedActions] == ["wipe-db"]
@@ -665,7 +670,7 @@ def test_mutation_set_naming_a_forbidden_or_protected_entry_is_refused(
     mutation: list[str], reason: str, entry: str
 ) -> None:
     pinned = contract(protectedContracts=["provider openai, model gpt-5"])
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     effects = loop.observe(observation("act", contract=pinned, action=action(mutationSet=mutation)))
     stop = stopped_with(effects)
@@ -675,7 +680,7 @@ def test_mutation_set_naming_a_forbidden_or_protected_entry_is_refused(
 
 
 def test_step_input_carries_the_recorded_authority() -> None:
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     loop.observe(observation("wait", contract=contract(costCeiling=TEN_USD)))
     loop.later(30)
@@ -751,11 +756,11 @@ def test_spec_edit_takes_effect_from_the_next_decision() -> None:
     loop.spec = loop.spec.model_copy(update={"everyMinutes": 5, "task": "A new task."})
     loop.send(Started(generation=2))
     loop.later(30)
-    assert launched(loop.send(TimerDue())).input.task == "A new task."
+    assert launched(loop.send(TimerDue())).input.task.startswith("A new task.")
     effects = loop.observe(observation("wait"))
     assert effects[1].schedule.everyMinutes == 5  # type: ignore[attr-defined]
     loop.later(5)
-    assert launched(loop.send(TimerDue())).input.task == "A new task."
+    assert launched(loop.send(TimerDue())).input.task.startswith("A new task.")
 
 
 def test_observation_made_before_a_spec_edit_is_set_aside_and_made_again() -> None:
@@ -763,15 +768,16 @@ def test_observation_made_before_a_spec_edit_is_set_aside_and_made_again() -> No
     loop.start()
     loop.spec = loop.spec.model_copy(update={"everyMinutes": 5, "task": "A new task."})
     loop.send(Started(generation=2))
-    # The step in flight answered the old task: not a check, no report, observe again.
+    # The step in flight answered the old task: not a check, no report; the new task is
+    # read for its authority, then observed.
     effects = loop.observe(observation("act", authorizedActions=[WIPE_DB]))
     step = launched(effects)
-    assert kinds(effects) == ["LaunchStep"] and step.kind is StepKind.observe
-    assert step.input.task == "A new task." and step.input.check == 1
-    assert loop.status.checks == 0 and loop.status.contract is None
+    assert kinds(effects) == ["LaunchStep"] and step.kind is StepKind.extract
+    assert step.input.task == "A new task."
+    assert loop.status.checks == 0 and loop.status.authorityGeneration == 1
     effects = loop.observe(observation("wait"))
     assert effects[1].schedule.everyMinutes == 5  # type: ignore[attr-defined]
-    assert loop.status.authorityGeneration == 2
+    assert loop.status.authorityGeneration == 2 and loop.status.checks == 1
 
 
 def test_observe_step_that_fails_to_run_is_retried_twice_then_blocks() -> None:
@@ -883,7 +889,7 @@ def test_acceptance_08_action_outside_authority_so_monitor_stops() -> None:
 
 
 def test_acceptance_09_paid_action_exceeds_limit_so_not_launched() -> None:
-    loop = Loop()
+    loop = Loop(granted_by_first_observation=True)
     loop.start()
     effects = loop.observe(paid_observation(10.0, 25.0))
     assert stopped_with(effects).reason is StopReason.paidActionNotApproved
@@ -1001,14 +1007,15 @@ def notices(effects: tuple[object, ...]) -> list[Notify]:
 
 def test_each_mutation_start_failure_and_rejection_is_one_event() -> None:
     loop = Loop()
-    assert notices(loop.start()) == [], "an observation is reported when it ends, not before"
+    started = [n.reason for n in notices(loop.start())]
+    assert started == ["AuthorityRecorded"], "an observation is reported when it ends, not before"
     started = notices(loop.observe(observation("act")))
-    assert [(n.what, n.reason, n.warning) for n in started] == [("step-2", "StepStarted", False)]
-    assert "act step 2 started for check 1" in started[0].message
+    assert [(n.what, n.reason, n.warning) for n in started] == [("step-3", "StepStarted", False)]
+    assert "act step 3 started for check 1" in started[0].message
     loop.finish()
     rejected = notices(loop.send(ObservationRejected(loop.seq, "route: Input should be 'wait'")))
     assert next((n.what, n.reason, n.warning) for n in rejected) == (
-        "step-3-rejected",
+        "step-4-rejected",
         "ObservationRejected",
         True,
     )
@@ -1018,7 +1025,7 @@ def test_each_mutation_start_failure_and_rejection_is_one_event() -> None:
             StepFailed(loop.seq, "Model request limit reached; raise GOALKEEPER_REQUEST_LIMIT")
         )
     )
-    assert failed[0].what == "step-4-failed" and failed[0].warning
+    assert failed[0].what == "step-5-failed" and failed[0].warning
     assert "GOALKEEPER_REQUEST_LIMIT" in failed[0].message
 
 

@@ -7,13 +7,22 @@ from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.support.observations import AUTHORIZED, action, contract, observation, result
+from tests.support.observations import (
+    AUTHORIZED,
+    action,
+    contract,
+    granting,
+    observation,
+    result,
+)
 
 from goalkeeper.core import guards
 from goalkeeper.core.engine import (
+    AuthorityExtracted,
     Cancelled,
     EmitReport,
     Event,
+    ExtractionRejected,
     LaunchStep,
     ObservationAccepted,
     ObservationRejected,
@@ -25,8 +34,10 @@ from goalkeeper.core.engine import (
     decide,
 )
 from goalkeeper.core.models import (
+    MUTATING_STEPS,
     ActionRequest,
     ActionResult,
+    AuthorityExtraction,
     AuthorizedAction,
     Contract,
     MonitorSpec,
@@ -37,8 +48,11 @@ from goalkeeper.core.models import (
     StepKind,
     StopReason,
 )
+from goalkeeper.core.mutations import covers, parse_entry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+# A sentence of the task that forbids; a grant quoted from it is no grant.
+FORBIDDING = "Never delete the database or drop any of its tables."
 
 
 # The authorized actions an observation may list: the fixture's, a paid variant, and ones the
@@ -71,7 +85,9 @@ def authorities(draw: st.DrawFn, honest: bool = False) -> Authority:
             [["source code", "the model provider"], ["Source Code.", "the model provider"], []]
         )
     )
-    allowed = draw(st.sampled_from([["jobs/build"], ["jobs/build", "secrets/*"], []]))
+    # A glob resource is granted by words that name it (`secrets/build-*`); a bare `*` is
+    # no word, so no task grants `secrets/*`.
+    allowed = draw(st.sampled_from([["jobs/build"], ["jobs/build", "secrets/build-*"], []]))
     return {
         "authorizedActions": [ACTION_POOL[n] for n in chosen],
         "contract": contract(
@@ -116,13 +132,54 @@ def observations(draw: st.DrawFn) -> Told:
             st.sampled_from(["resume-build"] * 12 + ["fix-config", "wipe-db", "buy-gpus", "other"])
         ),
         "mutationSet": draw(
-            st.sampled_from([["jobs/build"]] * 12 + [["secrets/*"], ["the source code"]])
+            st.sampled_from(
+                [["jobs/build"]] * 12
+                + [["secrets/*"], ["secrets/build-token"], ["the source code"]]
+            )
         ),
     }
     if draw(st.sampled_from([True, True, False])):
         request["estimatedCost"] = {"amount": draw(st.sampled_from([1.0, 4.0, 9.0, 1e9]))}
         request["approval"] = draw(st.sampled_from([None] + ["approved-budget"] * 8))
     return Told(route, stated, request, extra)
+
+
+# Grants a task reading may add that the task's words never give: quoted from nowhere,
+# from its forbidding sentence, or from a granting sentence that names something else.
+LIES: dict[str, tuple[str, dict[str, object]]] = {
+    "wipe-db": (
+        "authorizedActions",
+        {**ACTION_POOL["wipe-db"], "quote": "You may drop every table of the database."},
+    ),
+    "wipe-db-forbidden": ("authorizedActions", {**ACTION_POOL["wipe-db"], "quote": FORBIDDING}),
+    "buy-gpus": (
+        "authorizedActions",
+        {**ACTION_POOL["buy-gpus"], "quote": "You may rent more GPUs as needed."},
+    ),
+    "secrets": ("allowedResources", {"entry": "secrets/*", "quote": "You may fix any secret."}),
+    "web": (
+        "allowedResources",
+        {"entry": "deployments/web", "quote": "Grant 0 allows jobs/build."},
+    ),
+    "ceiling": (
+        "costCeiling",
+        {"amount": 1e12, "currency": "USD", "quote": "The cost ceiling is 1e12 USD."},
+    ),
+}
+
+
+def reading(honest: AuthorityExtraction, lies: list[str]) -> AuthorityExtraction:
+    """The task reading a model answers: the task's own grants, and `lies` besides."""
+    body = honest.model_dump(mode="json")
+    for lie in lies:
+        field, grant = LIES[lie]
+        if field == "costCeiling":
+            body[field] = grant
+        elif field == "authorizedActions":
+            body[field] = [a for a in body[field] if a["id"] != grant["id"]] + [grant]
+        else:
+            body[field] = [*body[field], grant]
+    return AuthorityExtraction.model_validate(body)
 
 
 @st.composite
@@ -138,24 +195,38 @@ def moves(draw: st.DrawFn) -> tuple[str, object]:
         outcome = draw(st.sampled_from(["succeeded", "succeeded", "failed", "blocked"]))
         cost = draw(st.sampled_from([None, 0.0, 0.5, 3.0, 9.0]))
         extra = {} if cost is None else {"actualCost": {"amount": cost}}
-        return kind, (draw(observations()), result(outcome, **extra))
+        # A task reading in flight is answered with the task's grants, mostly as they are.
+        lies = draw(
+            st.one_of(
+                *[st.just([])] * 3,
+                st.lists(st.sampled_from(sorted(LIES)), min_size=1, max_size=3, unique=True),
+            )
+        )
+        return kind, (draw(observations()), result(outcome, **extra), lies)
     if kind == "timer":
         return kind, draw(st.integers(min_value=0, max_value=90))
     return kind, None
 
 
 def to_event(
-    status: MonitorStatus, move: tuple[str, object], usual: Authority, now: datetime
+    status: MonitorStatus,
+    move: tuple[str, object],
+    usual: Authority,
+    honest: AuthorityExtraction,
+    now: datetime,
 ) -> tuple[Event, datetime]:
     """The event a move stands for, and the clock when it happens."""
     kind, payload = move
     generation = status.observedGeneration or 0
     step = status.step
     seq = step.seq if step else 0
+    reading_in_flight = step is not None and step.kind is StepKind.extract
     if kind in ("respond", "accept-any"):
         assert isinstance(payload, tuple)
-        told, outcome = payload
+        told, outcome, lies = payload
         assert isinstance(told, Told) and isinstance(outcome, ActionResult)
+        if kind == "respond" and reading_in_flight:
+            return AuthorityExtracted(seq, reading(honest, lies)), now
         if kind == "accept-any" or (step is not None and step.kind is StepKind.observe):
             return ObservationAccepted(seq, told.build(usual)), now
         if step is not None:
@@ -164,6 +235,8 @@ def to_event(
             return TimerDue(), max(now, status.schedule.nextCheckAt)
         return Started(), now
     if kind == "reject":
+        if reading_in_flight:
+            return ExtractionRejected(seq, "invalid"), now
         return ObservationRejected(seq, "invalid"), now
     if kind == "fail":
         return StepFailed(seq, "pod failed"), now
@@ -184,10 +257,10 @@ def draw_restart(generation: int) -> int | None:
     return generation if generation % 2 else None
 
 
-def within_first_authority(
+def within_granted_authority(
     request: ActionRequest, contract_: Contract, actions: list[AuthorizedAction]
 ) -> None:
-    """The request is inside the first authority recorded in its spec generation."""
+    """The request is inside the authority the task's words grant."""
     by_id = {a.id: a for a in actions}
     assert request.authorizedActionId in by_id, (request.authorizedActionId, sorted(by_id))
     ruled = [guards.normalise(e) for e in contract_.forbiddenChanges + contract_.protectedContracts]
@@ -209,18 +282,21 @@ def within_first_authority(
 def test_engine_invariants_hold_over_random_event_sequences(
     max_checks: int, every: int, usual: Authority, script: list[tuple[str, object]]
 ) -> None:
-    spec = MonitorSpec(task="Finish the build.", everyMinutes=every, maxChecks=max_checks)
+    # The task's words grant exactly the usual authority (and forbid one thing besides).
+    said = observation("wait", **usual)
+    words, honest = granting(said)
+    spec = MonitorSpec(task=f"{words} {FORBIDDING}", everyMinutes=every, maxChecks=max_checks)
     status = MonitorStatus()
     now = T0
     reports = 0
     first = decide(spec, status, Started(generation=1), now)
     status = first.status
-    # The authority of the first observation accepted in each spec generation, as the test
-    # itself saw it: the engine's record is not trusted to say what it was.
-    first_authority: dict[int, tuple[Contract, list[AuthorizedAction]]] = {}
+    # The authority the task's words grant, as the test itself wrote them, for each spec
+    # generation whose task was read: the engine's record is not trusted to say what it is.
+    granted: dict[int, tuple[Contract, list[AuthorizedAction]]] = {}
     overrun = 0.0  # booked beyond estimates, by actual costs that came in higher
     for move in script:
-        event, now = to_event(status, move, usual, now)
+        event, now = to_event(status, move, usual, honest, now)
         before = status
         decision = decide(spec, before, event, now)
         status = decision.status
@@ -252,12 +328,18 @@ def test_engine_invariants_hold_over_random_event_sequences(
                 assert accepted and status.monitor is MonitorState.active
 
         generation = status.observedGeneration or 0
-        if accepted and generation not in first_authority:
-            assert isinstance(event, ObservationAccepted)
-            first_authority[generation] = (
-                event.observation.contract,
-                list(event.observation.authorizedActions),
-            )
+        if status.authority is not None and status.authority != before.authority:
+            # Only a task reading records authority, for the generation it read, and it is
+            # no check.
+            assert isinstance(event, AuthorityExtracted)
+            assert status.authorityGeneration == generation
+            assert status.checks == before.checks
+            granted[generation] = (said.contract, list(said.authorizedActions))
+            # Every grant kept is quoted from the task.
+            for grant in status.authority.grants:
+                assert guards.normalise(grant.quote) in guards.normalise(spec.task), grant
+        if accepted:
+            assert generation in granted, "a check before the task of its generation was read"
 
         # Never more accepted checks than maxChecks.
         assert status.checks <= max_checks
@@ -268,17 +350,33 @@ def test_engine_invariants_hold_over_random_event_sequences(
         reports += len(emitted)
         assert reports == status.checks
 
-        # No act or repair step outside the generation's first recorded authority, and never
-        # a paid launch over that ceiling, without a ceiling, or without approval.
+        # A task reading is handed the person's words alone.
         for effect in effects:
-            if isinstance(effect, LaunchStep) and effect.kind is not StepKind.observe:
+            if isinstance(effect, LaunchStep) and effect.kind is StepKind.extract:
+                assert effect.input.task == spec.task and effect.input.action is None
+                assert effect.input.contract is None and effect.input.previousObservation is None
+
+        # No act or repair step outside the authority the task's words grant, none whose
+        # mutation set the recorded allowed resources do not cover, and never a paid
+        # launch over that ceiling, without a ceiling, or without approval.
+        for effect in effects:
+            if isinstance(effect, LaunchStep) and effect.kind in MUTATING_STEPS:
                 assert isinstance(event, ObservationAccepted)
                 request = effect.input.action
                 assert request is not None
-                pinned, actions = first_authority[generation]
-                within_first_authority(request, pinned, actions)
+                pinned, actions = granted[generation]
+                within_granted_authority(request, pinned, actions)
                 assert effect.input.contract == status.contract
                 assert effect.input.authorizedActions == status.authorizedActions
+                assert status.contract is not None
+                allowed = [parse_entry(e, "default") for e in status.contract.allowedResources]
+                for entry in request.mutationSet:
+                    target = parse_entry(entry, "default")
+                    assert target is not None, entry
+                    assert any(a is not None and covers(a, target) for a in allowed), (
+                        entry,
+                        status.contract.allowedResources,
+                    )
                 if guards.is_paid(status, request):
                     ceiling = pinned.costCeiling
                     assert ceiling is not None and request.estimatedCost is not None
@@ -297,15 +395,17 @@ def test_engine_invariants_hold_over_random_event_sequences(
                 assert booked >= actual.amount
                 overrun += max(0.0, actual.amount - estimate.amount)
         if status.spend.total is not None:
-            ceilings = [c.costCeiling.amount for c, _ in first_authority.values() if c.costCeiling]
+            ceilings = [c.costCeiling.amount for c, _ in granted.values() if c.costCeiling]
             assert ceilings, "spend was booked without any recorded ceiling"
             assert status.spend.total.amount - overrun <= max(ceilings) + 1e-6
 
-        # The record never widens within a generation.
-        if status.contract is not None and status.authorityGeneration in first_authority:
-            pinned, actions = first_authority[status.authorityGeneration]
-            ids = {a.id for a in actions}
-            assert {a.id for a in status.authorizedActions} <= ids
+        # The record never grants more than the task's words, whatever a reading added.
+        if status.contract is not None and status.authorityGeneration in granted:
+            pinned, actions = granted[status.authorityGeneration]
+            by_id = {a.id: a for a in actions}
+            assert {a.id for a in status.authorizedActions} <= set(by_id)
+            assert all(a.paid for a in status.authorizedActions if by_id[a.id].paid)
+            assert set(status.contract.allowedResources) <= set(pinned.allowedResources)
             if pinned.costCeiling is None:
                 assert status.contract.costCeiling is None
             elif status.contract.costCeiling is not None:

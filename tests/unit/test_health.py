@@ -159,7 +159,7 @@ def test_with_approvals_on_the_same_stall_after_its_recovery_waits_for_a_person(
     answer = MonitorApprovalSpec(
         monitor="build", requestId=request.id, decision="approve", approver="alice"
     )
-    effects = loop.send(ApprovalAnswered("go-on", answer))
+    effects = loop.send(ApprovalAnswered("go-on", answer, ("uid-1",), "uid-1"))
     assert [e.kind for e in effects if isinstance(e, LaunchStep)] == [StepKind.observe]
     assert loop.status.health.state is Health.Stalled and not loop.status.health.recoveredStall
     assert [e.kind for e in check(loop, recovery()) if isinstance(e, LaunchStep)] == [StepKind.act]
@@ -171,7 +171,11 @@ def test_with_approvals_on_the_same_stall_after_its_recovery_waits_for_a_person(
     answer = MonitorApprovalSpec(
         monitor="build", requestId=request.id, decision="reject", approver="alice"
     )
-    (stop,) = [e for e in loop.send(ApprovalAnswered("stop", answer)) if isinstance(e, StopMonitor)]
+    (stop,) = [
+        e
+        for e in loop.send(ApprovalAnswered("stop", answer, ("uid-1",), "uid-1"))
+        if isinstance(e, StopMonitor)
+    ]
     assert stop.reason is StopReason.blocked and "stopped the stalled run" in stop.message
 
 

@@ -19,7 +19,8 @@ async def test_the_cached_prefix_reaches_into_the_user_message_across_steady_che
     steady, following = checks[1], checks[2]
     first_request = segments(following.bodies[0])
     user = next(s.text for s in first_request if s.part == "user")
-    stable = user.partition("## This check")[0]
+    # Up to the recorded authority: it is fenced with each check's own fence id.
+    stable = user.partition("## Recorded contract")[0]
     tools_and_system = [s for s in first_request if s.part in ("tools", "system")]
     floor = sum((Size.of(s.text) for s in tools_and_system), Size.of(stable))
     assert prefix_across(steady, following).bytes >= floor.bytes

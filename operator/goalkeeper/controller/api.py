@@ -14,7 +14,7 @@ import http.client
 import json
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ from goalkeeper.controller.manifests import (
     label_value,
     owned_by,
 )
+from goalkeeper.core.permissions import Author, Permission
 
 Body = dict[str, Any]
 
@@ -161,6 +162,24 @@ class Api(Protocol):
     async def create_event(self, namespace: str, body: Body) -> Body: ...
     async def get_service_account(self, namespace: str, name: str) -> Body: ...
     async def list_approvals(self, namespace: str) -> list[Body]: ...
+    async def review_access(self, author: Author, permission: Permission) -> bool: ...
+
+
+class AccessReviews(Protocol):
+    """Whether a user may do something, as the API server's authorizers decide; a fake
+    answers in unit tests."""
+
+    async def review_access(self, author: Author, permission: Permission) -> bool: ...
+
+
+async def denied_permissions(
+    reviews: AccessReviews, author: Author, permissions: Sequence[Permission]
+) -> tuple[Permission, ...]:
+    """Those of `permissions` that `author` does not hold, in order, all asked at once."""
+    answers = await asyncio.gather(
+        *(reviews.review_access(author, permission) for permission in permissions)
+    )
+    return tuple(p for p, allowed in zip(permissions, answers, strict=True) if not allowed)
 
 
 # Calls in flight at once; the client's connection pool is sized to match (run.py).
@@ -185,6 +204,7 @@ class KubeApi:
         self.custom: Any = client.CustomObjectsApi(api_client)
         self.core: Any = client.CoreV1Api(api_client)
         self.batch: Any = client.BatchV1Api(api_client)
+        self.authorization: Any = client.AuthorizationV1Api(api_client)
         self._threads = ThreadPoolExecutor(API_THREADS, thread_name_prefix="kube-api")
 
     async def _call(self, what: str, call: Callable[[], Any]) -> Body:
@@ -327,6 +347,33 @@ class KubeApi:
             ),
         )
         return list(listed.get("items") or [])
+
+    async def review_access(self, author: Author, permission: Permission) -> bool:
+        """Whether `author`, with the uid and groups recorded for them, may do
+        `permission`: a SubjectAccessReview, which asks every authorizer the API server
+        has (RBAC, webhooks, ...), not only the rules this operator could read."""
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": author.user,
+                "uid": author.uid,
+                "groups": list(author.groups),
+                "resourceAttributes": {
+                    "verb": permission.verb,
+                    "group": permission.group,
+                    "resource": permission.resource,
+                    "subresource": permission.subresource,
+                    "namespace": permission.namespace,
+                    "name": permission.name,
+                },
+            },
+        }
+        answer = await self._call(
+            f"review whether {author.user} may {permission.text}",
+            lambda: self.authorization.create_subject_access_review(review, _preload_content=False),
+        )
+        return (answer.get("status") or {}).get("allowed") is True
 
 
 def _read_json(call: Callable[[], Any]) -> Body:

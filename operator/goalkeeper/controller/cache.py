@@ -24,6 +24,7 @@ from typing import Any
 
 from goalkeeper.controller.api import Api, Conflict, NotFound
 from goalkeeper.controller.manifests import ANNOTATION_LAUNCH, ANNOTATION_LAUNCHED_AT
+from goalkeeper.core.permissions import Author, Permission
 
 Body = dict[str, Any]
 Key = tuple[str, str]
@@ -75,7 +76,8 @@ def _owner_uid(body: Body) -> str | None:
 
 
 def slim_step(step: Body, keep_status: bool) -> Body:
-    """The fields the reconciler reads of a MonitorStep; the input (large) never."""
+    """The fields the reconciler reads of a MonitorStep; of its input (large) only the
+    action an act or repair step runs, which the reconciler checks against status."""
     spec = step.get("spec") or {}
     status = step.get("status") or {}
     slim: Body = {
@@ -84,6 +86,9 @@ def slim_step(step: Body, keep_status: bool) -> Body:
         ),
         "spec": {key: spec[key] for key in ("monitor", "kind", "check", "seq") if key in spec},
     }
+    action = (spec.get("input") or {}).get("action")
+    if action is not None:
+        slim["spec"]["input"] = {"action": action}
     # The launch's own annotations: its token and time (see reconciler._launch).
     annotations = (step.get("metadata") or {}).get("annotations") or {}
     launch = {key: annotations[key] for key in STEP_ANNOTATIONS if key in annotations}
@@ -290,3 +295,6 @@ class CachedApi:
 
     async def list_approvals(self, namespace: str) -> list[Body]:
         return await self.api.list_approvals(namespace)
+
+    async def review_access(self, author: Author, permission: Permission) -> bool:
+        return await self.api.review_access(author, permission)

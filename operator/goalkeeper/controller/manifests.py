@@ -10,9 +10,11 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core.engine import LaunchStep
-from goalkeeper.core.models import MonitorStepSpec, StepKind
+from goalkeeper.core.models import MUTATING_STEPS, MonitorStepSpec, StepKind
 
 GROUP = "goalkeeper.dev"
 VERSION = "v1alpha1"
@@ -32,6 +34,11 @@ ANNOTATION_LAUNCHED_AT = f"{GROUP}/launched-at"
 MAX_NAME = 63  # Job names become pod label values
 STEP_UID = 65532  # the distroless "nonroot" user
 POD_TMP = "/tmp"  # noqa: S108 - inside the step container: its own emptyDir
+# The model API key reaches the step as a file of its Secret, never as an environment
+# variable: a process's starting environment stays readable in /proc to its children.
+MODEL_KEY_VOLUME = "model-api-key"
+MODEL_KEY_DIR = "/var/run/secrets/goalkeeper.dev/model"
+MODEL_KEY_FILE = f"{MODEL_KEY_DIR}/api-key"
 
 Manifest = dict[str, Any]
 
@@ -70,6 +77,27 @@ def launched_at(step: Manifest) -> datetime | None:
     except ValueError:
         return None
     return at if at.tzinfo is not None else None
+
+
+def step_spec(step: Manifest) -> MonitorStepSpec | None:
+    """A MonitorStep's spec as its step reads it, or None when it is not a valid one."""
+    try:
+        return MonitorStepSpec.model_validate(step.get("spec") or {})
+    except ValidationError:
+        return None
+
+
+def same_step(found: Manifest, built: Manifest, *, summary_at_launch: bool = False) -> bool:
+    """Whether MonitorStep `found` runs what `built`, a step this operator builds, runs:
+    the same spec as the step reads it. With `summary_at_launch`, `found` may carry the
+    progress summary of an earlier launch of the same step (it reads the launch's clock)."""
+    spec, expected = step_spec(found), step_spec(built)
+    if spec is None or expected is None:
+        return False
+    if summary_at_launch:
+        summary = {"progressSummary": expected.input.progressSummary}
+        spec = spec.model_copy(update={"input": spec.input.model_copy(update=summary)})
+    return spec == expected
 
 
 def event_name(monitor: str, uid: str, what: str) -> str:
@@ -118,10 +146,10 @@ def monitor_step(monitor: Manifest, launch: LaunchStep) -> Manifest:
 def step_job(step: Manifest, settings: OperatorSettings) -> Manifest:
     meta = step["metadata"]
     kind = StepKind(step["spec"]["kind"])
+    # Only a step that changes something runs as the actor; reading the task needs no
+    # Kubernetes rights at all, and runs with the observer's read-only ones.
     account = (
-        settings.observerServiceAccount
-        if kind is StepKind.observe
-        else settings.actorServiceAccount
+        settings.actorServiceAccount if kind in MUTATING_STEPS else settings.observerServiceAccount
     )
     labels = {
         LABEL_STEP: meta["name"],
@@ -172,14 +200,34 @@ def step_job(step: Manifest, settings: OperatorSettings) -> Manifest:
                                 "limits": {"cpu": "1", "memory": "1Gi"},
                             },
                             "terminationMessagePolicy": "FallbackToLogsOnError",
-                            "volumeMounts": [{"name": "tmp", "mountPath": POD_TMP}],
+                            "volumeMounts": step_mounts(settings),
                         }
                     ],
-                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}],
+                    "volumes": step_volumes(settings),
                 },
             },
         },
     }
+
+
+def step_volumes(settings: OperatorSettings) -> list[dict[str, Any]]:
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+    if settings.modelApiKeySecret:
+        # Owner-read only; the kubelet adds group read for the pod's fsGroup, the step's.
+        secret = {
+            "secretName": settings.modelApiKeySecret,
+            "items": [{"key": settings.modelApiKeySecretKey, "path": "api-key"}],
+            "defaultMode": 0o400,
+        }
+        volumes.append({"name": MODEL_KEY_VOLUME, "secret": secret})
+    return volumes
+
+
+def step_mounts(settings: OperatorSettings) -> list[dict[str, Any]]:
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": POD_TMP}]
+    if settings.modelApiKeySecret:
+        mounts.append({"name": MODEL_KEY_VOLUME, "mountPath": MODEL_KEY_DIR, "readOnly": True})
+    return mounts
 
 
 def step_env(meta: Manifest, kind: StepKind, settings: OperatorSettings) -> list[dict[str, Any]]:
@@ -196,18 +244,8 @@ def step_env(meta: Manifest, kind: StepKind, settings: OperatorSettings) -> list
     if settings.modelBaseUrl:
         env.append({"name": "GOALKEEPER_MODEL_BASE_URL", "value": settings.modelBaseUrl})
     if settings.modelApiKeySecret:
-        # The key stays in its Secret: the pod reads it, the Job spec never holds it.
-        env.append(
-            {
-                "name": "GOALKEEPER_MODEL_API_KEY",
-                "valueFrom": {
-                    "secretKeyRef": {
-                        "name": settings.modelApiKeySecret,
-                        "key": settings.modelApiKeySecretKey,
-                    }
-                },
-            }
-        )
+        # The key stays in its Secret: the pod reads its file, the Job spec never holds it.
+        env.append({"name": "GOALKEEPER_MODEL_API_KEY_FILE", "value": MODEL_KEY_FILE})
     if kind is StepKind.repair and settings.repairCommand:
         env.append({"name": "GOALKEEPER_REPAIR_COMMAND", "value": settings.repairCommand})
     env.extend({"name": k, "value": v} for k, v in sorted(settings.stepEnv.items()))

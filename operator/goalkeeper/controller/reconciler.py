@@ -21,8 +21,16 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from goalkeeper.controller import manifests, metrics
-from goalkeeper.controller.api import AlreadyExists, Api, ApiError, Conflict, NotFound
+from goalkeeper.controller.api import (
+    AlreadyExists,
+    Api,
+    ApiError,
+    Conflict,
+    NotFound,
+    denied_permissions,
+)
 from goalkeeper.controller.settings import OperatorSettings
+from goalkeeper.core import permissions
 from goalkeeper.core.engine import (
     ApprovalAnswered,
     Decision,
@@ -34,6 +42,7 @@ from goalkeeper.core.engine import (
     StepFailed,
     StopMonitor,
     TargetChanged,
+    TimerDue,
     api_recovered,
     api_refused,
     decide,
@@ -43,10 +52,13 @@ from goalkeeper.core.engine import (
     timer_step_needs_its_job,
 )
 from goalkeeper.core.models import (
+    MUTATING_STEPS,
+    ActionRequest,
     MonitorApprovalSpec,
     MonitorSpec,
     MonitorStatus,
     MonitorStepStatus,
+    StepInFlight,
     StepKind,
     StopReason,
     WatchTarget,
@@ -105,6 +117,33 @@ def _foreign(kind: str, found: Body, ours: str) -> str:
     )
 
 
+def _not_launched(step: Body) -> str:
+    meta = step.get("metadata") or {}
+    return (
+        f"MonitorStep {meta.get('name')} is not the step goalkeeper launches under that name: "
+        "its spec differs from the one goalkeeper builds (someone else made or replaced it, "
+        "or the MonitorStep CRD is older than the operator and dropped fields); goalkeeper "
+        "used nothing of it and changed nothing of it."
+    )
+
+
+def _is_recorded_step(found: Body, step: StepInFlight) -> bool:
+    """Whether MonitorStep `found` is the step status records: its kind, seq and check,
+    and for an act or repair step the very action recorded (none for any other)."""
+    spec = found.get("spec") or {}
+    try:
+        raw = (spec.get("input") or {}).get("action")
+        action = ActionRequest.model_validate(raw) if raw is not None else None
+    except ValidationError:
+        return False
+    return (spec.get("kind"), spec.get("seq"), spec.get("check"), action) == (
+        step.kind.value,
+        step.seq,
+        step.check,
+        step.action,
+    )
+
+
 def read_status(monitor: Body) -> MonitorStatus | None:
     """The monitor's status, or None (logged) when it cannot be read."""
     try:
@@ -137,6 +176,9 @@ class Reconciler:
         # The resourceVersion each monitor settled at, so the watch event of our own
         # status write needs no second reconcile.
         self.settled: dict[Key, str] = {}
+        # The uid of each monitor's newest MonitorStep known to hold the spec its launch
+        # builds: a step's spec never changes (the CRD refuses it), so it is compared once.
+        self._checked_steps: dict[Key, str] = {}
 
     # --- the reconcile ---
 
@@ -168,6 +210,7 @@ class Reconciler:
         for _ in range(MAX_ROUNDS):
             if monitor is None:
                 self.settled.pop(key, None)
+                self._checked_steps.pop(key, None)
                 metrics.forget_monitor(namespace, name)
                 return None
             status = read_status(monitor)
@@ -216,7 +259,7 @@ class Reconciler:
         reports as failed and never starts again.
         """
         for effect in decision.effects:
-            if isinstance(effect, LaunchStep) and effect.kind is not StepKind.observe:
+            if isinstance(effect, LaunchStep) and effect.kind in MUTATING_STEPS:
                 try:
                     await self._launch(monitor, effect)
                 except ForeignObject as foreign:
@@ -271,7 +314,11 @@ class Reconciler:
         except ValidationError as error:
             rejected = reject_spec(status, describe_errors(error), now)
             return await self._carry_out(monitor, None, rejected), None, status
-        status = await self._timer_step(monitor, status)
+        try:
+            status = await self._timer_step(monitor, spec, status)
+        except ForeignObject as foreign:
+            halted = halt(status, str(foreign), now)
+            return await self._carry_out(monitor, spec, halted), None, status
         facts = await self._step_facts(monitor, status, fresh) if status.step is not None else None
         meta = monitor["metadata"]
         event = next_event(status, meta.get("generation"), facts, now)
@@ -286,13 +333,16 @@ class Reconciler:
         if event is None:
             log.debug("%s/%s: nothing to do", meta["namespace"], meta["name"])
             return None, facts, status
-        decision = self._decide(spec, status, event, now)
+        decision = await self._author_reviewed(monitor, spec, status, event, now)
         log.debug("%s/%s: %s -> %s", meta["namespace"], meta["name"], event, decision.effects)
         return await self._carry_out(monitor, spec, decision), facts, status
 
-    async def _timer_step(self, monitor: Body, status: MonitorStatus) -> MonitorStatus:
+    async def _timer_step(
+        self, monitor: Body, spec: MonitorSpec, status: MonitorStatus
+    ) -> MonitorStatus:
         """`status` with the observe step its timer launched in flight, when that step is
-        found under its name; the status write that accepts its result records it."""
+        found under its name; the status write that accepts its result records it.
+        Raises ForeignObject when the step found there is not the one the timer launched."""
         if status.step is not None or status.schedule is None:
             return status
         meta = monitor["metadata"]
@@ -310,7 +360,45 @@ class Reconciler:
             timer_step_needs_its_job(at, self.clock(), finished=finished)
             and await self._get(self.api.get_job, namespace, name) is None
         )
-        return timer_launched(status, seq, at, job_missing=job_missing) or status
+        launched = timer_launched(status, seq, at, job_missing=job_missing)
+        if launched is None:
+            return status
+        key = (namespace, meta["name"])
+        if self._checked_steps.get(key) != step["metadata"].get("uid"):
+            # The cache keeps no step input: compare the step as the API server has it.
+            step = await self._get(self.api.get_step, namespace, name, fresh=True)
+            if step is None:
+                return status
+            if not self._timer_launched_it(monitor, spec, status, step, at):
+                raise ForeignObject(_not_launched(step))
+            self._checked_steps[key] = step["metadata"]["uid"]
+        return launched
+
+    def _timer_launched_it(
+        self, monitor: Body, spec: MonitorSpec, status: MonitorStatus, step: Body, at: datetime
+    ) -> bool:
+        """Whether `step` is what the timer launched at `at`: the same decision, made again
+        from the same status at that time, builds the same step."""
+        found = manifests.step_spec(step)
+        if found is None:
+            return False
+        if monitor["metadata"].get("generation") != status.observedGeneration:
+            # Launched before a spec edit the engine has yet to see, from the spec before it,
+            # which only the step still names; the engine discards an old generation's result.
+            launched_from = {
+                "task": found.input.task,
+                "stopWhen": found.input.stopWhen,
+                "maxChecks": found.input.maxChecks,
+            }
+            spec = spec.model_copy(update=launched_from)
+        # As launched: a launch its author was denied would not have been made at all.
+        decision = self._decide(monitor, spec, status, TimerDue(), at)
+        launches = [e for e in decision.effects if isinstance(e, LaunchStep)]
+        return (
+            decision.unrecorded
+            and len(launches) == 1
+            and manifests.same_step(step, manifests.monitor_step(monitor, launches[0]))
+        )
 
     async def _approval_answer(self, monitor: Body, status: MonitorStatus) -> Event | None:
         """The oldest MonitorApproval for this monitor that the engine has not taken yet."""
@@ -341,12 +429,51 @@ class Reconciler:
                     describe_errors(error),
                 )
                 continue
-            return ApprovalAnswered(name, answer)
+            refs = approval["metadata"].get("ownerReferences") or []
+            owners = tuple(str(ref.get("uid")) for ref in refs)
+            return ApprovalAnswered(name, answer, owners, meta["uid"])
         return None
 
-    def _decide(
-        self, spec: MonitorSpec, status: MonitorStatus, event: Event, now: datetime
+    async def _author_reviewed(
+        self, monitor: Body, spec: MonitorSpec, status: MonitorStatus, event: Event, now: datetime
     ) -> Decision:
+        """The decision, made again with what its author lacks when the step it launches
+        needs a permission the API server says they do not hold (core/permissions.py
+        names what each launch needs; the engine decides what a denial means)."""
+        decision = self._decide(monitor, spec, status, event, now)
+        meta = monitor["metadata"]
+        launches = [e for e in decision.effects if isinstance(e, LaunchStep)]
+        needed = permissions.needed_for(launches, meta["namespace"], self.settings.act_extra_verbs)
+        if not needed:
+            return decision
+        author = permissions.author_of(meta.get("annotations"))
+        if author is None:
+            denied = (
+                f"Monitor {meta['name']} records no author (annotation {permissions.AUTHOR}, "
+                "set by the API server through the goalkeeper-monitor-author admission "
+                "policy), so nothing can be checked against its author's own rights."
+            )
+        else:
+            lacking = await denied_permissions(self.api, author, needed)
+            if not lacking:
+                return decision
+            denied = permissions.denied_text(author, lacking) + (
+                "; goalkeeper does nothing its author could not do themselves."
+            )
+        log.info("%s/%s: %s", meta["namespace"], meta["name"], denied)
+        return self._decide(monitor, spec, status, event, now, author_denied=denied)
+
+    def _decide(
+        self,
+        monitor: Body,
+        spec: MonitorSpec,
+        status: MonitorStatus,
+        event: Event,
+        now: datetime,
+        author_denied: str = "",
+    ) -> Decision:
+        meta = monitor["metadata"]
+        author = permissions.author_of(meta.get("annotations"))
         return decide(
             spec,
             status,
@@ -357,6 +484,9 @@ class Reconciler:
             stall_checks=self.settings.stallChecks,
             wake_interval=timedelta(seconds=self.settings.wakeIntervalSeconds),
             approval_window=self.settings.approval_window,
+            namespace=meta["namespace"],
+            author=author.user if author is not None else "",
+            author_denied=author_denied,
         )
 
     # --- the facts of the step in flight ---
@@ -374,6 +504,8 @@ class Reconciler:
             return StepFacts(
                 name, True, foreign=_foreign("MonitorStep", found, f"Monitor {meta['name']}")
             )
+        if not _is_recorded_step(found, step):
+            return StepFacts(name, True, foreign=_not_launched(found))
         if (found.get("status") or {}).get("phase") not in TERMINAL_PHASES:
             ended = await self._job_ended(namespace, found, fresh)
             if ended is None:
@@ -463,14 +595,14 @@ class Reconciler:
                     problem = await self._preflight(meta["namespace"], effect.kind)
                     # An observe step starts now and is found again under its name; a
                     # mutation waits for the status write that records it.
-                    if problem is None and effect.kind is StepKind.observe:
+                    if problem is None and effect.kind not in MUTATING_STEPS:
                         try:
                             await self._launch(monitor, effect)
                         except ForeignObject as foreign:
                             problem = str(foreign)
                     if problem is not None:
                         event = StepFailed(effect.seq, problem, permanent=True)
-                        followup = self._decide(spec, decision.status, event, self.clock())
+                        followup = self._decide(monitor, spec, decision.status, event, self.clock())
                         return await self._carry_out(monitor, spec, followup)
                 case EmitReport():
                     log.info("%s check %d:\n%s", where, effect.check, effect.text)
@@ -500,9 +632,9 @@ class Reconciler:
         if not self.settings.model:
             return "No model is configured: set GOALKEEPER_MODEL (openai:NAME or anthropic:NAME)."
         account = (
-            self.settings.observerServiceAccount
-            if kind is StepKind.observe
-            else self.settings.actorServiceAccount
+            self.settings.actorServiceAccount
+            if kind in MUTATING_STEPS
+            else self.settings.observerServiceAccount
         )
         if await self._get(self.api.get_service_account, namespace, account) is None:
             return (
@@ -525,19 +657,26 @@ class Reconciler:
             created = await self.api.create_step(namespace, step)
             fresh = True
         except AlreadyExists:
-            created = await self.api.get_step(namespace, step["metadata"]["name"])
+            created = await self.api.get_step(namespace, step["metadata"]["name"], fresh=True)
             # A create retried in place after its answer was lost finds its own step,
             # which has no Job yet: this call makes the Job after the step.
             annotations = created["metadata"].get("annotations") or {}
             fresh = annotations.get(manifests.ANNOTATION_LAUNCH) == token
         if not manifests.owned_by(created, meta["uid"]):
             raise ForeignObject(_foreign("MonitorStep", created, f"Monitor {meta['name']}"))
+        # Whoever may create MonitorSteps may name this Monitor their owner: the step is ours
+        # only when it runs what this launch builds. A read-only launch retried by a later
+        # pass finds the progress summary of its first try; a mutation launches only once.
+        retried = launch.kind not in MUTATING_STEPS
+        if not manifests.same_step(created, step, summary_at_launch=retried):
+            raise ForeignObject(_not_launched(created))
+        self._checked_steps[(namespace, meta["name"])] = created["metadata"]["uid"]
         job = manifests.step_job(created, self.settings)
         # A step made just now has no Job yet: create it without looking first.
         found = (
             None if fresh else await self._get(self.api.get_job, namespace, job["metadata"]["name"])
         )
-        if found is None and not fresh and launch.kind is not StepKind.observe:
+        if found is None and not fresh and launch.kind in MUTATING_STEPS:
             # An earlier attempt made this step; its Job may have run and been deleted.
             # A mutation runs at most once: the next round finds the Job gone and
             # verifies by observing instead.
@@ -563,7 +702,7 @@ class Reconciler:
         await self._prune(monitor, keep_seq=launch.seq)
 
     async def _clear_seq(self, monitor: Body, seq: int, name: str) -> None:
-        """Make `seq` free for the step named `name`: an observe step an earlier pass
+        """Make `seq` free for the step named `name`: a reading step an earlier pass
         launched under it, whose status write was lost, is deleted (it reads, nothing
         more); an unrecorded act or repair step cannot exist (see `_launch_recorded`)
         and would stop the monitor rather than run beside another."""
@@ -572,7 +711,12 @@ class Reconciler:
         other = history.get(seq)
         if other is None or other == name:
             return
-        if other != manifests.step_name(meta["name"], meta["uid"], seq, StepKind.observe):
+        readings = {
+            manifests.step_name(meta["name"], meta["uid"], seq, kind)
+            for kind in StepKind
+            if kind not in MUTATING_STEPS
+        }
+        if other not in readings:
             raise ForeignObject(
                 f"MonitorStep {other} holds step {seq}, which the status does not record; "
                 "goalkeeper started nothing beside it."

@@ -20,6 +20,9 @@ class SettingsError(ValueError):
     """A setting is missing or malformed; the message names the variable and the bound."""
 
 
+ACT_EXTRA_VERBS_PATTERN = r"^((create|update|delete)(,(create|update|delete))*)?$"
+
+
 class OperatorSettings(Model):
     model: str = Field(
         default="",
@@ -72,6 +75,14 @@ class OperatorSettings(Model):
             "GOALKEEPER_WAKE_INTERVAL_SECONDS: the least time between two checks that a "
             "change of a watched target starts before their timer; one that comes sooner "
             "is held until then."
+        ),
+    )
+    actExtraVerbs: Annotated[str, Field(pattern=ACT_EXTRA_VERBS_PATTERN)] = Field(
+        default="",
+        description=(
+            "GOALKEEPER_ACT_EXTRA_VERBS: write verbs the act tools may use beyond patch (and "
+            "deleting a named Job's pods), comma-separated from create, update, delete; a "
+            "Monitor's author must then hold them too on every object an action names."
         ),
     )
     approvalTimeout: Annotated[str, Field(pattern=r"^(0|([0-9]{1,6}[smhd]){1,4})$")] = Field(
@@ -144,6 +155,10 @@ class OperatorSettings(Model):
         return timedelta(seconds=self.timeScale)
 
     @property
+    def act_extra_verbs(self) -> tuple[str, ...]:
+        return tuple(verb for verb in self.actExtraVerbs.split(",") if verb)
+
+    @property
     def approval_window(self) -> timedelta:
         """The approval timeout as a duration; zero when approvals are off."""
         units = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
@@ -170,6 +185,7 @@ STEP_PASSTHROUGH = (
     "GOALKEEPER_REPAIR_TIMEOUT_SECONDS",
     "GOALKEEPER_ROUTED_OUTPUT",
     "GOALKEEPER_WORKED_EXAMPLES",
+    "GOALKEEPER_ACT_EXTRA_VERBS",
 )
 
 _FIELDS = {
@@ -189,6 +205,7 @@ _FIELDS = {
     "stallChecks": "STALL_CHECKS",
     "wakeIntervalSeconds": "WAKE_INTERVAL_SECONDS",
     "approvalTimeout": "APPROVAL_TIMEOUT",
+    "actExtraVerbs": "ACT_EXTRA_VERBS",
     "healthPort": "HEALTH_PORT",
     "metricsPort": "METRICS_PORT",
     "listenAddress": "LISTEN_ADDRESS",

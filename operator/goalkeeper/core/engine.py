@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from goalkeeper.core import guards, health, wakes
+from goalkeeper.core import authority, guards, health, wakes
 from goalkeeper.core.budget import fit_status
 from goalkeeper.core.models import (
     APPROVALS_KEPT,
@@ -23,6 +23,8 @@ from goalkeeper.core.models import (
     ApprovalKind,
     ApprovalRecord,
     ApprovalRequest,
+    AuthorityExtraction,
+    AuthorityRecord,
     Condition,
     ConditionStatus,
     Health,
@@ -80,6 +82,22 @@ class ObservationRejected:
 
 
 @dataclass(frozen=True)
+class AuthorityExtracted:
+    """An extract step read the person's words and quoted the grants it found."""
+
+    seq: int
+    extraction: AuthorityExtraction
+    usage: StepUsage | None = None
+
+
+@dataclass(frozen=True)
+class ExtractionRejected:
+    seq: int
+    error: str
+    usage: StepUsage | None = None
+
+
+@dataclass(frozen=True)
 class StepFinished:
     """An act or repair step ended with a result."""
 
@@ -118,6 +136,10 @@ class ApprovalAnswered:
 
     name: str
     answer: MonitorApprovalSpec
+    # The uids its ownerReferences name, and this Monitor's own: a name is reused by a
+    # recreated Monitor, its uid never is.
+    owners: tuple[str, ...]
+    monitor_uid: str
 
 
 @dataclass(frozen=True)
@@ -129,6 +151,8 @@ Event = (
     Started
     | ObservationAccepted
     | ObservationRejected
+    | AuthorityExtracted
+    | ExtractionRejected
     | StepFinished
     | StepFailed
     | TimerDue
@@ -219,6 +243,9 @@ def decide(
     stall_checks: int = health.STALL_CHECKS,
     wake_interval: timedelta = wakes.WAKE_INTERVAL,
     approval_window: timedelta = timedelta(0),
+    namespace: str = "default",
+    author: str = "",
+    author_denied: str = "",
 ) -> Decision:
     """The next status and the effects to carry out, in order.
 
@@ -227,6 +254,11 @@ def decide(
     `wake_interval` is the least time between two checks a target change starts early.
     `approval_window` is how long a paid action that needs approval waits for one; zero
     stops the monitor at once.
+    `namespace` is the Monitor's, where a mutation-set entry without one lies.
+    `author` names who wrote the spec generation, as the API server recorded it;
+    `author_denied` says which of the permissions the step this decision launches needs
+    the author lacks (the caller asks the API server, see core/permissions.py): that step
+    does not launch and the monitor stops as outside authority.
     """
     if status.monitor is MonitorState.stopped:
         if not _restarts(status, event):
@@ -237,31 +269,40 @@ def decide(
     turn.stall_checks = stall_checks
     turn.wake_interval = wake_interval
     turn.approval_window = approval_window
+    turn.namespace = namespace
+    turn.author = author
+    turn.author_denied = author_denied
     # A finished step's model usage counts once, when the step in flight reports it.
     usage, seq = getattr(event, "usage", None), getattr(event, "seq", None)
-    if usage is not None and seq is not None and turn.owns(seq, observe=None):
+    if usage is not None and seq is not None and turn.owns(seq):
         turn.count_usage(usage)
     match event:
         case Started(generation):
             turn.started(generation)
+        case AuthorityExtracted(seq, extraction):
+            if turn.owns(seq, StepKind.extract):
+                turn.extracted(extraction)
+        case ExtractionRejected(seq, error):
+            if turn.owns(seq, StepKind.extract):
+                turn.reject(error)
         case ObservationAccepted(seq, observation):
-            if turn.owns(seq, observe=True):
+            if turn.owns(seq, StepKind.observe):
                 turn.accept(observation)
         case ObservationRejected(seq, error):
-            if turn.owns(seq, observe=True):
+            if turn.owns(seq, StepKind.observe):
                 turn.reject(error)
         case StepFinished(seq, result):
-            if turn.owns(seq, observe=False):
+            if turn.owns(seq, StepKind.act, StepKind.repair):
                 turn.finished(result)
         case StepFailed(seq, message, permanent):
-            if turn.owns(seq, observe=None):
+            if turn.owns(seq):
                 turn.failed(message, permanent)
         case TimerDue():
             turn.timer_due()
         case TargetChanged(target, change):
             turn.woken(target, change)
-        case ApprovalAnswered(name, answer):
-            turn.approval_answered(name, answer)
+        case ApprovalAnswered(name, answer, owners, monitor_uid):
+            turn.approval_answered(name, answer, owned=monitor_uid in owners)
         case Cancelled():
             turn.cancel()
     return turn.decision()
@@ -403,6 +444,9 @@ class _Turn:
         self.stall_checks = health.STALL_CHECKS
         self.wake_interval = wakes.WAKE_INTERVAL
         self.approval_window = timedelta(0)
+        self.namespace = "default"
+        self.author = ""
+        self.author_denied = ""
         # The target change that started the check being reported, if any.
         self.woken_by = ""
 
@@ -429,14 +473,13 @@ class _Turn:
             }
         )
 
-    def owns(self, seq: int, *, observe: bool | None) -> bool:
-        """True when the event comes from the step in flight; anything else is ignored."""
+    def owns(self, seq: int, *kinds: StepKind) -> bool:
+        """True when the event comes from the step in flight, of one of `kinds` when any
+        are named; anything else is ignored."""
         step = self.status.step
         if step is None or step.seq != seq:
             return False
-        if observe is None:
-            return True
-        return (step.kind is StepKind.observe) == observe
+        return not kinds or step.kind in kinds
 
     # --- events ---
 
@@ -472,9 +515,9 @@ class _Turn:
         step = st.step
         assert step is not None  # owns() checked it
         st.step = None
-        if step.generation is not None and step.generation != st.observedGeneration:
-            # Made under a spec that has since been edited: it answers the old task and must
-            # not extract the new generation's authority. Not a check; observe again.
+        if not self.current_step(step) or not self.authority_is_current():
+            # Made under a spec that has since been edited, or before this generation's
+            # authority was read from the task: not a check; read and observe again.
             self.launch_observe()
             return
         self.woken_by = step.wokenBy
@@ -522,28 +565,69 @@ class _Turn:
             self.route_act(observation, observation.action)
 
     def record_authority(self, observation: Observation) -> tuple[StopReason, str] | None:
-        """Pin the authority from the generation's first observation; afterwards record
-        only what narrows it, and return the refusal of any attempted widening."""
+        """Record what an observation's restatement of the pinned authority narrows, and
+        return the refusal of any attempted widening. The forbidden changes the engine
+        found in the task itself stay whatever an observation restates."""
         st = self.status
-        if not self.authority_is_current():
-            st.contract = observation.contract
-            st.authorizedActions = list(observation.authorizedActions)
-            st.authorityGeneration = st.observedGeneration
-            return None
         assert st.contract is not None
+        recorded = st.contract
         review = guards.review_authority(
-            st.contract, st.authorizedActions, observation.contract, observation.authorizedActions
+            authority.without_found(recorded, st.authority),
+            st.authorizedActions,
+            observation.contract,
+            observation.authorizedActions,
         )
         refusal = review.refusal()
         if refusal is None:
-            st.contract = review.contract
+            st.contract = authority.with_found(review.contract, recorded)
             st.authorizedActions = review.actions
         return refusal
 
     def authority_is_current(self) -> bool:
-        """True when the recorded authority belongs to the spec generation now observed."""
+        """True when authority read from this spec generation's words is recorded."""
         st = self.status
-        return st.contract is not None and st.authorityGeneration == st.observedGeneration
+        return (
+            st.contract is not None
+            and st.authority is not None
+            and st.authorityGeneration == st.observedGeneration
+            and st.authority.generation == st.observedGeneration
+        )
+
+    def current_step(self, step: StepInFlight) -> bool:
+        """False for a step launched under a spec generation that has since been edited."""
+        return step.generation is None or step.generation == self.status.observedGeneration
+
+    def extracted(self, extraction: AuthorityExtraction) -> None:
+        """Pin the grants the person's words give, then observe the target."""
+        st = self.status
+        step = st.step
+        assert step is not None  # owns() checked it
+        st.step = None
+        if self.current_step(step):
+            st.invalidStreak = 0
+            st.stepFailureStreak = 0
+            st.lastRejection = None
+            pinned = authority.pin(
+                self.spec, extraction, generation=st.observedGeneration, author=self.author
+            )
+            st.contract = pinned.contract
+            st.authorizedActions = pinned.actions
+            st.authority = pinned.record.model_copy(update={"check": st.checks})
+            st.authorityGeneration = st.observedGeneration
+            self.effects.append(self.authority_notice(pinned.record))
+        self.launch_observe()
+
+    def authority_notice(self, record: AuthorityRecord) -> Notify:
+        kept = [f"{g.field} {g.entry}" for g in record.grants]
+        text = "Authority read from the task: " + ("; ".join(kept) or "no grant, observe only")
+        if record.dropped:
+            text += ". Refused: " + "; ".join(record.dropped)
+        return Notify(
+            f"authority-{self.status.stepSeq}",
+            "AuthorityRecorded",
+            text[:1000],
+            warning=bool(record.dropped),
+        )
 
     def route_act(self, observation: Observation, action: ActionRequest) -> None:
         refusal = self.refusal(observation, action)
@@ -572,12 +656,16 @@ class _Turn:
     ) -> tuple[StopReason, str] | None:
         """The first guard the action fails, as a stop reason and message. Every guard
         reads the recorded authority in status, never the observation's own."""
-        authority = guards.authority_violation(self.status, action)
-        if authority is not None:
-            return StopReason.outsideAuthority, authority
-        forbidden = guards.forbidden_mutation(self.status, action)
+        outside = guards.authority_violation(self.status, action)
+        if outside is not None:
+            return StopReason.outsideAuthority, outside
+        # A forbidden or protected entry is named as such before any coverage question.
+        forbidden = guards.forbidden_mutation(self.status, action, self.namespace)
         if forbidden is not None:
             return forbidden
+        uncovered = guards.mutation_outside_contract(self.status.contract, action, self.namespace)
+        if uncovered is not None:
+            return StopReason.outsideAuthority, uncovered
         if guards.repeats_repair(self.status.repairsDone, action):
             return StopReason.repairRepeated, (
                 f"Failure '{action.failureId}' in target state '{action.targetStateId}' "
@@ -589,6 +677,8 @@ class _Turn:
         repetition = guards.repetition_violation(self.status.attempts, action)
         if repetition is not None:
             return StopReason.blocked, repetition
+        if self.author_denied:
+            return StopReason.outsideAuthority, self.author_denied
         return None
 
     def await_approval(
@@ -644,22 +734,29 @@ class _Turn:
     def announce(self, request: ApprovalRequest) -> None:
         text = (
             f"{request.message} Answer request {request.id} with `goalkeeper approve` or "
-            "`goalkeeper reject` and the Monitor's name, or a MonitorApproval; without an "
-            f"answer by {request.expiresAt.isoformat()} the monitor stops."
+            "`goalkeeper reject` and the Monitor's name, or a MonitorApproval owned by the "
+            f"Monitor; without an answer by {request.expiresAt.isoformat()} the monitor stops."
         )
         self.effects.append(
             Notify(f"approval-{request.id}", "ApprovalRequested", text[:1000], warning=True)
         )
 
-    def approval_answered(self, name: str, answer: MonitorApprovalSpec) -> None:
-        """Take a person's answer to the pending request; anything else is ignored, once,
-        and says why."""
+    def approval_answered(self, name: str, answer: MonitorApprovalSpec, *, owned: bool) -> None:
+        """Take a person's answer to the pending request, given for this Monitor (`owned`);
+        anything else is ignored, once, and says why."""
         st = self.status
         request = st.approval
         if request is None or name in request.ignored or any(r.name == name for r in st.approvals):
             return
         problem = None
-        if answer.requestId != request.id:
+        if not owned:
+            # Request ids restart with a recreated Monitor: only the owner tells them apart.
+            problem = (
+                "it is not owned by this Monitor (no ownerReference names its uid), so it may "
+                "answer an earlier Monitor of the same name; answer with `goalkeeper approve` "
+                "or `goalkeeper reject`, which make it owned"
+            )
+        elif answer.requestId != request.id:
             problem = f"it answers request {answer.requestId}; the pending request is {request.id}"
         elif not answer.approver:
             problem = "it names no approver (the goalkeeper-approvals admission policy sets it)"
@@ -732,22 +829,25 @@ class _Turn:
 
     def reject(self, error: str) -> None:
         st = self.status
+        assert st.step is not None  # owns() checked it
+        kind = st.step.kind
         st.step = None
         st.invalidStreak += 1
         st.lastRejection = error[:4000]
         seq = st.stepSeq
+        what = "observation" if kind is StepKind.observe else "task reading"
         self.effects.append(
             Notify(
                 f"step-{seq}-rejected",
                 "ObservationRejected",
-                f"The observation of step {seq} was invalid and not counted: {error}"[:1000],
+                f"The {what} of step {seq} was invalid and not counted: {error}"[:1000],
                 warning=True,
             )
         )
         if st.invalidStreak > MAX_RETRIES_IN_A_ROW:
             self.stop(
                 StopReason.blocked,
-                f"The observation was invalid {st.invalidStreak} times in a row: {error}",
+                f"The {what} was invalid {st.invalidStreak} times in a row: {error}",
             )
         else:
             self.launch_observe()
@@ -785,12 +885,13 @@ class _Turn:
         if permanent:
             self.stop(StopReason.blocked, f"The {step.kind} step cannot run: {message}")
             return
-        if step.kind is StepKind.observe:
+        if step.kind in (StepKind.observe, StepKind.extract):
             self.status.stepFailureStreak += 1
             if self.status.stepFailureStreak > MAX_RETRIES_IN_A_ROW:
                 self.stop(
                     StopReason.blocked,
-                    f"The observe step failed {self.status.stepFailureStreak} times in a row: "
+                    f"The {step.kind} step failed {self.status.stepFailureStreak} times in a "
+                    "row: "
                     f"{message}",
                 )
             else:
@@ -818,8 +919,11 @@ class _Turn:
             return
         if self.now >= schedule.nextCheckAt:
             self.launch_observe()
-            # Nothing but the launch (no stop at a limit or a cap): no write is needed.
-            self.unrecorded = [type(effect) for effect in self.effects] == [LaunchStep]
+            # Nothing but an observe step's launch (no stop at a limit or a cap, no reading
+            # of an edited task first): no write is needed.
+            self.unrecorded = [
+                effect.kind if isinstance(effect, LaunchStep) else None for effect in self.effects
+            ] == [StepKind.observe]
         elif schedule.wakeAt is not None and self.now >= schedule.wakeAt:
             self.wake(schedule.wokenBy)
 
@@ -877,9 +981,14 @@ class _Turn:
         return self.status.checks >= self.spec.maxChecks
 
     def launch_observe(self, woken_by: str = "") -> None:
+        """Observe the target; first read the task for its authority when this spec
+        generation has none recorded yet."""
         if self.limit_reached():
             # Reachable only when maxChecks was lowered below the checks already made.
             self.stop_at_limit()
+            return
+        if not self.authority_is_current():
+            self.launch(StepKind.extract, self.status.checks, None)
             return
         self.launch(StepKind.observe, self.status.checks + 1, None, woken_by=woken_by)
 
@@ -924,27 +1033,38 @@ class _Turn:
                 "runs.",
             )
             return
+        if self.author_denied and kind is not StepKind.observe:
+            # The author may not make these writes, or read what the observer reads.
+            self.final_stop(StopReason.outsideAuthority, self.author_denied)
+            return
         self.record_launch(kind, check, action, woken_by)
-        # After a spec edit the next observation extracts the authority afresh: it is not
-        # handed the previous generation's record to restate.
-        current = self.authority_is_current()
-        step_input = StepInput(
-            kind=kind,
-            check=check,
-            maxChecks=self.spec.maxChecks,
-            task=self.spec.task,
-            stopWhen=self.spec.stopWhen,
-            previousObservation=st.lastObservation,
-            progressSummary=prompt_summary(st.progress, self.now),
-            contract=st.contract if current else None,
-            authorizedActions=st.authorizedActions if current else [],
-            action=action,
-            health=health.note_for_observe(st.health) if kind is StepKind.observe else "",
-            wokenBy=woken_by,
-            approvals=self.approval_window > timedelta(0),
-        )
+        if kind is StepKind.extract:
+            # The person's words alone: nothing the target or a model wrote.
+            step_input = StepInput(
+                kind=kind,
+                check=check,
+                maxChecks=self.spec.maxChecks,
+                task=self.spec.task,
+                stopWhen=self.spec.stopWhen,
+            )
+        else:
+            step_input = StepInput(
+                kind=kind,
+                check=check,
+                maxChecks=self.spec.maxChecks,
+                task=self.spec.task,
+                stopWhen=self.spec.stopWhen,
+                previousObservation=st.lastObservation,
+                progressSummary=prompt_summary(st.progress, self.now),
+                contract=st.contract,
+                authorizedActions=st.authorizedActions,
+                action=action,
+                health=health.note_for_observe(st.health) if kind is StepKind.observe else "",
+                wokenBy=woken_by,
+                approvals=self.approval_window > timedelta(0),
+            )
         self.effects.append(LaunchStep(st.stepSeq, kind, step_input, self.now))
-        if kind is StepKind.observe:
+        if kind in (StepKind.observe, StepKind.extract):
             return  # reading changes nothing; each observation is reported when it ends
         self.effects.append(
             Notify(
@@ -1034,6 +1154,7 @@ class _Turn:
             restarted_after=restarted,
             woken_by=self.woken_by,
             wakes_on=[t.ref for t in wakes_on or ()],
+            authority=self.authority_lines(),
         )
         st.report = text
         st.reportedCheck = st.checks
@@ -1049,6 +1170,13 @@ class _Turn:
             stop=st.stop,
         )
         self.effects.append(EmitReport(check=st.checks, text=text, final=final, summary=summary))
+
+    def authority_lines(self) -> list[str]:
+        """What was read from the task, for the first report after it was recorded."""
+        record = self.status.authority
+        if record is None or self.status.checks != record.check + 1:
+            return []
+        return authority.describe(record)
 
     def report_and_stop(self, observation: Observation, reason: StopReason, message: str) -> None:
         stop = self.mark_stopped(reason, message)
@@ -1076,6 +1204,7 @@ def _activity(status: MonitorStatus) -> Activity:
         return Activity.awaitingApproval
     if status.step is not None:
         return {
+            StepKind.extract: Activity.extracting,
             StepKind.observe: Activity.observing,
             StepKind.act: Activity.acting,
             StepKind.repair: Activity.repairing,
@@ -1133,7 +1262,12 @@ def _condition_values(status: MonitorStatus) -> tuple[_Value, _Value]:
         )
     step = status.step
     if step is not None:
-        verb = {StepKind.observe: "Observing", StepKind.act: "Acting", StepKind.repair: "Repairing"}
+        verb = {
+            StepKind.extract: "Extracting",
+            StepKind.observe: "Observing",
+            StepKind.act: "Acting",
+            StepKind.repair: "Repairing",
+        }
         message = f"{step.kind} step {step.seq} for check {step.check} is running."
         return (true, verb[step.kind], message), (true, verb[step.kind], message)
     if status.approval is not None:

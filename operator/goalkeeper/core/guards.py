@@ -5,12 +5,15 @@ authorized actions pinned by the first accepted observation of a spec generation
 the observation that asks for the action: an observation cannot grant itself authority.
 
 Each guard returns None when the action may run, or a sentence naming the missing
-decision. `review_authority` compares a later observation's authority with the recorded
-one: a restatement or a narrowing is recorded, any widening is refused.
+decision. A mutation set is read with the grammar of `mutations`: its entries meet the
+contract's as the objects, endpoints and programs they name, not as text (free text alone
+is compared as text). `review_authority` compares a later observation's authority with the
+recorded one: a restatement or a narrowing is recorded, any widening is refused.
 """
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +32,7 @@ from goalkeeper.core.models import (
     SpendLedger,
     StopReason,
 )
+from goalkeeper.core.mutations import KubeTarget, Target, covers, overlaps, parse_entry
 
 # The same failure in the same target state may be acted on at most this often.
 MAX_ATTEMPTS_PER_FAILURE = 2
@@ -51,11 +55,15 @@ def normalise(text: str) -> str:
     return collapsed.rstrip(_TRAILING + " ").strip()
 
 
-def _quote(text: str) -> str:
+def _clip(text: str) -> str:
     one_line = " ".join(text.split())
     if len(one_line) > QUOTE_MAX:
         one_line = one_line[: QUOTE_MAX - 1] + "\u2026"
-    return f"'{one_line}'"
+    return one_line
+
+
+def _quote(text: str) -> str:
+    return f"'{_clip(text)}'"
 
 
 def _money(money: Money) -> str:
@@ -95,13 +103,49 @@ def authority_violation(status: MonitorStatus, action: ActionRequest) -> str | N
     return f"The {action.kind} action is outside recorded authority: " + "; ".join(missing) + "."
 
 
+def mutation_outside_contract(
+    contract: Contract | None, action: ActionRequest, namespace: str
+) -> str | None:
+    """Why the mutation set reaches past the recorded allowed resources, or None when every
+    entry is covered by one of them (an empty set is `authority_violation`'s to refuse).
+
+    Entries are read in the monitor's `namespace` and compared as what they name
+    (`mutations.covers`): a glob, another namespace, a URL or a program is covered only by
+    an allowed entry that itself names it. Only `allowedResources` counts: an endpoint or a
+    program an action may change is listed there too, since `allowedSystems` is prose. An
+    entry that does not parse is never covered.
+    """
+    written = contract.allowedResources if contract is not None else []
+    parsed = (parse_entry(entry, namespace) for entry in written)
+    allowed = [target for target in parsed if target is not None]
+    uncovered = [
+        _clip(entry)
+        for entry in action.mutationSet
+        if not _covered(parse_entry(entry, namespace), allowed)
+    ]
+    if not uncovered:
+        return None
+    listed = ", ".join(_clip(entry) for entry in written) or "none"
+    return (
+        f"The {action.kind} action would change {_and_list(uncovered)}, which the recorded "
+        f"allowed resources ({listed}) do not cover."
+    )
+
+
+def _covered(entry: Target | None, allowed: Sequence[Target]) -> bool:
+    return entry is not None and any(covers(target, entry) for target in allowed)
+
+
 def forbidden_mutation(
-    status: MonitorStatus, action: ActionRequest
+    status: MonitorStatus, action: ActionRequest, namespace: str
 ) -> tuple[StopReason, str] | None:
     """A mutation-set entry the recorded contract forbids or protects, with its stop reason.
 
-    An entry counts when, normalised, it lies within a forbidden or protected entry or
-    such an entry lies within it. Protected contracts are checked first.
+    Where both a ruled entry and a mutation entry parse (read in the monitor's
+    `namespace`), they count when some write is named by both (`mutations.overlaps`). Where
+    either is free text, the text comparison refuses as before and more: normalised, one
+    lies within the other, or every word of the ruled entry is among the mutation entry's
+    (its kind's names included). Protected contracts are checked first.
     """
     contract = status.contract
     if contract is None:
@@ -112,17 +156,33 @@ def forbidden_mutation(
     )
     for entries, reason, verb in rules:
         for rule in entries:
-            ruled = normalise(rule)
-            if not ruled:
+            if not normalise(rule):
                 continue
             for target in action.mutationSet:
-                touched = normalise(target)
-                if touched and (touched in ruled or ruled in touched):
+                if _rule_meets(rule, target, namespace):
                     return reason, (
                         f"The {action.kind} action would change {_quote(target)}, which the "
                         f"recorded contract {verb}: {_quote(rule)}."
                     )
     return None
+
+
+def _rule_meets(rule: str, entry: str, namespace: str) -> bool:
+    ruled, touched = parse_entry(rule, namespace), parse_entry(entry, namespace)
+    if ruled is not None and touched is not None:
+        return overlaps(ruled, touched)
+    rule_text, entry_text = normalise(rule), normalise(entry)
+    if entry_text and (entry_text in rule_text or rule_text in entry_text):
+        return True
+    named = _words(entry)
+    if isinstance(touched, KubeTarget):
+        named |= {touched.resource, *_words(touched.kind or "")}
+    rule_words = _words(rule)
+    return bool(rule_words) and rule_words <= named
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[^\W_]+", text.casefold()))
 
 
 @dataclass(frozen=True)

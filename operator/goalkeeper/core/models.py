@@ -383,6 +383,106 @@ class Outcome(StrEnum):
     blocked = "blocked"
 
 
+# --- what an extract step returns -------------------------------------------------------
+
+QUOTE_MAX = 1000
+# Grants one extraction may list, per kind; with the quote bound they fit the status budget.
+GRANTS_MAX = 16
+
+Quote = Annotated[str, Field(min_length=1, max_length=QUOTE_MAX)]
+
+
+class QuotedEntry(Model):
+    """One grant of the contract, with the person's own words that grant it."""
+
+    entry: Annotated[str, Field(min_length=1, max_length=LIST_ENTRY_MAX)] = Field(
+        description="The allowed thing, e.g. jobs/render-part-2."
+    )
+    quote: Quote = Field(
+        description="The exact words of the task or stop rule that allow it, copied."
+    )
+
+
+class QuotedAction(Model):
+    """One authorized action, with the person's own words that authorize it."""
+
+    id: Identifier = Field(description="Stable id, referenced by action requests.")
+    description: Text1000
+    paid: StrictBool = Field(default=False, description="Whether running it costs money.")
+    quote: Quote = Field(
+        description="The exact words of the task or stop rule that allow it, copied."
+    )
+
+
+class QuotedMoney(Model):
+    amount: StrictFloat | StrictInt = Field(ge=0, le=1e12)
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+    quote: Quote = Field(description="The exact words that set the ceiling, copied.")
+
+
+QuotedList = Annotated[list[QuotedEntry], Field(max_length=GRANTS_MAX)]
+
+
+class AuthorityExtraction(Model):
+    """What an extract step returns: the authority read from the person's words alone.
+
+    Every grant quotes the words that give it; the engine keeps only grants whose quote
+    is in the spec and does not forbid them (core/authority.py). Restrictions narrow, so
+    they need no quote.
+    """
+
+    goal: Text8000 = Field(description="The complete goal, in the task's words.")
+    allowedResources: QuotedList = Field(default_factory=list)
+    allowedSystems: QuotedList = Field(default_factory=list)
+    allowedFiles: QuotedList = Field(default_factory=list)
+    allowedRecoveryActions: QuotedList = Field(default_factory=list)
+    authorizedActions: Annotated[list[QuotedAction], Field(max_length=GRANTS_MAX)] = Field(
+        default_factory=list
+    )
+    costCeiling: QuotedMoney | None = None
+    forbiddenChanges: ShortList = Field(default_factory=list)
+    protectedContracts: ShortList = Field(default_factory=list)
+    requiredChecks: ShortList = Field(default_factory=list)
+    stopConditions: ShortList = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Self:
+        ids = [a.id for a in self.authorizedActions]
+        if len(ids) != len(set(ids)):
+            raise ValueError("authorizedActions ids must be unique")
+        return self
+
+
+# A record holds every grant one extraction can make (four lists, the actions, a ceiling),
+# each quote cut to this length: bounded, so any record fits a Monitor's status budget.
+RECORD_ENTRIES, RECORD_QUOTE_MAX = GRANTS_MAX * 5 + 1, 300
+
+
+class Grant(Model):
+    """A grant the engine kept, with the quote that gave it."""
+
+    field: Annotated[str, Field(max_length=40)]
+    entry: Annotated[str, Field(max_length=LIST_ENTRY_MAX)]
+    quote: Annotated[str, Field(min_length=1, max_length=RECORD_QUOTE_MAX)]
+
+
+class AuthorityRecord(Model):
+    """What goalkeeper understood from the person's words for one spec generation."""
+
+    generation: Annotated[int, Field(ge=0)] | None = None
+    check: Count = Field(default=0, description="Accepted checks when it was recorded.")
+    author: Annotated[str, Field(max_length=512)] = Field(
+        default="", description="Who wrote the spec generation, as the API server recorded."
+    )
+    grants: Annotated[list[Grant], Field(max_length=RECORD_ENTRIES)] = Field(default_factory=list)
+    dropped: Annotated[
+        list[Annotated[str, Field(max_length=LIST_ENTRY_MAX)]], Field(max_length=RECORD_ENTRIES)
+    ] = Field(default_factory=list, description="Grants refused, each with why.")
+    prohibitions: ShortList = Field(
+        default_factory=list, description="Forbidding sentences the engine found in the task."
+    )
+
+
 class ActionResult(Model):
     """What an act or repair step returns."""
 
@@ -401,9 +501,14 @@ class MonitorState(StrEnum):
 
 
 class StepKind(StrEnum):
+    extract = "extract"  # reads the person's words only: no tools, no target
     observe = "observe"
     act = "act"
     repair = "repair"
+
+
+# Steps that change the target: recorded in status before they start, run as the actor.
+MUTATING_STEPS = frozenset({StepKind.act, StepKind.repair})
 
 
 Count = Annotated[int, Field(ge=0, le=1_000_000)]
@@ -609,6 +714,7 @@ class Activity(StrEnum):
     """What the monitor is doing now, for `kubectl get monitors`."""
 
     starting = "starting"
+    extracting = "extracting"  # reading the task for its authority
     observing = "observing"
     acting = "acting"
     repairing = "repairing"
@@ -719,8 +825,8 @@ class MonitorStatus(Model):
     contract: Contract | None = Field(
         default=None,
         description=(
-            "The recorded authority: extracted by the first accepted observation of a spec "
-            "generation, then only ever narrowed."
+            "The recorded authority: extracted from the task and stop rule alone before "
+            "the first observation of a spec generation, then only ever narrowed."
         ),
     )
     authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=ACTIONS_MAX)] = Field(
@@ -729,6 +835,11 @@ class MonitorStatus(Model):
     )
     authorityGeneration: Annotated[int, Field(ge=0)] | None = Field(
         default=None, description="The spec generation the recorded authority belongs to."
+    )
+    authority: AuthorityRecord | None = Field(
+        default=None,
+        description="The grants kept from the person's words, each with its quote, and "
+        "those refused.",
     )
     spend: SpendLedger = Field(default_factory=SpendLedger)
     approval: ApprovalRequest | None = Field(
@@ -832,6 +943,10 @@ class StepUsage(Model):
 
 
 class MonitorStepSpec(Model):
+    # The CRD generator turns the marker into a CEL rule: a step's spec never changes
+    # once created, so no one edits what a step runs after the operator made it.
+    model_config = ConfigDict(json_schema_extra={"x-goalkeeper-immutable": True})
+
     monitor: Annotated[str, Field(min_length=1, max_length=253)]
     kind: StepKind
     check: Count
@@ -856,7 +971,9 @@ class MonitorStepStatus(Model):
     phase: StepPhase = StepPhase.Pending
     pod: StepPod | None = Field(default=None, description="The pod that wrote this status.")
     result: dict[str, Any] | None = Field(
-        default=None, description="An Observation (observe) or an ActionResult (act, repair)."
+        default=None,
+        description="An AuthorityExtraction (extract), an Observation (observe) or an "
+        "ActionResult (act, repair).",
     )
     error: Annotated[str, Field(max_length=4000)] | None = None
     errorKind: StepErrorKind | None = None

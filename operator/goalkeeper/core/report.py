@@ -39,6 +39,9 @@ REPORT_MAX = 4000
 NOTES_RESERVE = 1000
 NOTES_HEADER = "Observer notes:"
 NOTES_INDENT = "  "
+AUTHORITY_HEADER = "Authority (read from the task):"
+# The first report of a spec generation shows what was understood; this bounds it.
+AUTHORITY_MAX = 1200
 _TRACK_INDENT = "  "
 
 
@@ -57,10 +60,13 @@ def format_report(
     restarted_after: StopInfo | None = None,
     woken_by: str = "",
     wakes_on: Sequence[str] = (),
+    authority: Sequence[str] = (),
 ) -> str:
     """Build the report lines in their fixed order, bounded to REPORT_MAX characters.
 
     `notes` is the observation's free text: untrusted, shown only as indented notes.
+    `authority` lines (the first report of a spec generation) show what goalkeeper read
+    from the task, indented under their own header.
     """
     head = [f"Monitor: {monitor.value}", f"Goal: {goal.value}", f"Work: {work.value}"]
     if restarted_after is not None:
@@ -80,6 +86,9 @@ def format_report(
         tail.append(f"Next check: {next_check_minutes} {unit}{_one_line(sooner)[:400]}")
     if stop is not None:
         tail.append(f"Stopped: {_one_line(stop.message)}")
+    if authority:
+        listed = "\n".join(NOTES_INDENT + _one_line(line) for line in authority)
+        tail.append(clip(f"{AUTHORITY_HEADER}\n{listed}", AUTHORITY_MAX))
     block = notes_block(notes)
 
     fixed = "\n".join(head + tail)

@@ -15,7 +15,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from goalkeeper.core.engine import (
+    AuthorityExtracted,
     Event,
+    ExtractionRejected,
     ObservationAccepted,
     ObservationRejected,
     Started,
@@ -25,6 +27,7 @@ from goalkeeper.core.engine import (
 )
 from goalkeeper.core.models import (
     ActionResult,
+    AuthorityExtraction,
     MonitorState,
     MonitorStatus,
     MonitorStepStatus,
@@ -32,6 +35,7 @@ from goalkeeper.core.models import (
     StepErrorKind,
     StepKind,
     StepPhase,
+    StepUsage,
 )
 
 TERMINAL_PHASES = frozenset({StepPhase.Succeeded.value, StepPhase.Failed.value})
@@ -120,24 +124,27 @@ def step_event(
         status = MonitorStepStatus.model_validate(raw_status or {})
     except ValidationError as error:
         message = f"The step wrote an invalid status: {describe_errors(error)}"
-        if kind is StepKind.observe:
-            return ObservationRejected(seq, message)
-        return StepFailed(seq, message)
+        return _rejected(kind, seq, message)
     # The step's own account of its model usage; a forged status's is not counted.
     usage = status.usage
     if forged is not None and status.phase in (StepPhase.Succeeded, StepPhase.Failed):
         message = f"The step's result was not written by its own pod: {forged}"
-        if kind is StepKind.observe:
-            return ObservationRejected(seq, message)
-        return StepFailed(seq, message)
+        return _rejected(kind, seq, message)
     if status.phase is StepPhase.Failed:
         message = status.error or "The step failed without saying why."
-        if kind is StepKind.observe and status.errorKind is StepErrorKind.invalidOutput:
-            return ObservationRejected(seq, message, usage=usage)
+        if status.errorKind is StepErrorKind.invalidOutput and kind in _READS:
+            return _rejected(kind, seq, message, usage)
         permanent = status.errorKind is StepErrorKind.configuration
         return StepFailed(seq, message, permanent=permanent, usage=usage)
     if status.phase is not StepPhase.Succeeded:
         return None
+    if kind is StepKind.extract:
+        try:
+            extraction = AuthorityExtraction.model_validate(status.result or {})
+            return AuthorityExtracted(seq, extraction, usage=usage)
+        except ValidationError as error:
+            message = f"Invalid task reading: {describe_errors(error)}"
+            return ExtractionRejected(seq, message, usage=usage)
     if kind is StepKind.observe:
         try:
             observation = Observation.model_validate(status.result or {})
@@ -149,3 +156,16 @@ def step_event(
         return StepFinished(seq, ActionResult.model_validate(status.result or {}), usage=usage)
     except ValidationError as error:
         return StepFailed(seq, f"Invalid action result: {describe_errors(error)}", usage=usage)
+
+
+# Steps whose answer is a reading: an invalid one is rejected and read again.
+_READS = frozenset({StepKind.extract, StepKind.observe})
+
+
+def _rejected(kind: StepKind, seq: int, message: str, usage: StepUsage | None = None) -> Event:
+    """A result that cannot be taken: a reading is rejected, an action counts as failed."""
+    if kind is StepKind.extract:
+        return ExtractionRejected(seq, message, usage=usage)
+    if kind is StepKind.observe:
+        return ObservationRejected(seq, message, usage=usage)
+    return StepFailed(seq, message, usage=usage)

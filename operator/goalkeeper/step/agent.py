@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
@@ -139,7 +140,7 @@ def classify(
     return explain(exc, facts)
 
 
-async def _run(
+async def run_agent(
     *,
     output_type: type[BaseModel],
     system_prompt: str,
@@ -149,8 +150,9 @@ async def _run(
     limits: RunLimits,
     model_settings: ModelSettings | None,
     log: StepLog | None,
-    routed: RoutedOutput | None = None,
+    capability: AbstractCapability[Any] | None = None,
 ) -> StepOutcome:
+    """One agent run to a validated `output_type`, with its usage; errors are explained."""
     run_log = RunLog(log or StepLog())
     if isinstance(model, StepModel):
         model.on_retry = run_log.on_retry
@@ -162,7 +164,7 @@ async def _run(
         retries={"tools": 2, "output": limits.output_retries},
         model_settings=model_settings,
         defer_model_check=True,
-        capabilities=[run_log, RepeatGuard(), *([routed] if routed else [])],
+        capabilities=[run_log, RepeatGuard(), *([capability] if capability else [])],
     )
     usage = RunUsage()
     try:
@@ -204,7 +206,7 @@ async def run_observe(
         namespace=tools.config.namespace,
         now=_now(clock),
     )
-    return await _run(
+    return await run_agent(
         output_type=Observation,
         system_prompt=prompts.observe_system_prompt(worked_example),
         user_prompt=user,
@@ -213,7 +215,7 @@ async def run_observe(
         limits=limits or RunLimits(),
         model_settings=model_settings,
         log=log,
-        routed=RoutedOutput(pinned_authority(step_input), tuple(toolset.tools))
+        capability=RoutedOutput(pinned_authority(step_input), tuple(toolset.tools))
         if routed_output
         else None,
     )
@@ -252,7 +254,7 @@ async def run_act(
         namespace=tools.config.namespace,
         now=_now(clock),
     )
-    outcome = await _run(
+    outcome = await run_agent(
         output_type=ActionResult,
         system_prompt=prompts.act_system_prompt(worked_example),
         user_prompt=user,
@@ -284,6 +286,7 @@ __all__ = [
     "StepOutcome",
     "classify",
     "run_act",
+    "run_agent",
     "run_observe",
     "step_usage",
     "with_refusals",

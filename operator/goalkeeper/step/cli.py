@@ -8,6 +8,8 @@ Kubernetes access, or the status could not be written).
 Every status patch names the step's pod (`status.pod`, from `GOALKEEPER_POD_NAME` and
 `GOALKEEPER_POD_UID`) when the environment gives it. The model credentials never appear in
 what the step writes: the status, the termination message and its log lines are scrubbed.
+Before anything else the step makes itself non-dumpable and takes the model key out of its
+environment (`credentials`), so no child it starts can read the key.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from goalkeeper.core.models import (
     StepUsage,
 )
 from goalkeeper.step.agent import RunLimits, StepOutcome, run_act, run_observe
+from goalkeeper.step.confine import landlock_abi, make_undumpable
+from goalkeeper.step.credentials import model_key, settings_environment, take_model_key
 from goalkeeper.step.fence import new_fence_id
-from goalkeeper.step.processes import model_credentials
+from goalkeeper.step.processes import hidden_files, model_credentials
 from goalkeeper.step.redact import scrub
 from goalkeeper.step.settings import (
     SettingsError,
@@ -62,6 +66,9 @@ def summary(kind: StepKind, outcome: StepOutcome) -> str:
     if not outcome.ok:
         return f"{kind.value} Failed ({outcome.error_kind}): {outcome.error}"
     result = outcome.result or {}
+    if kind is StepKind.extract:
+        actions = [a.get("id") for a in result.get("authorizedActions") or []]
+        return f"extract Succeeded: authorized actions proposed: {actions or 'none'}"
     if kind is StepKind.observe:
         return (
             f"observe Succeeded: route={result.get('route')} goal={result.get('goal')} "
@@ -167,6 +174,9 @@ def run_step(
     from goalkeeper.step.model import build_model, http_client, model_settings
     from goalkeeper.step.tools import StepTools, ToolConfig
 
+    if kind is StepKind.extract:
+        return asyncio.run(_extract(step_input, settings, log))
+
     writes = step_input.action.mutationSet if kind is StepKind.act and step_input.action else []
     tools = StepTools(
         kube,
@@ -176,7 +186,9 @@ def run_step(
             mutation_set=tuple(writes),
             http_allowed_hosts=settings.http_allowed_hosts,
             file_roots=settings.file_roots,
+            withheld_files=(*hidden_files(), *kubeconfig_files()),
             allow_commands=settings.allow_commands,
+            extra_verbs=settings.act_extra_verbs,
         ),
     )
     limits = RunLimits(
@@ -214,7 +226,43 @@ def run_step(
     return asyncio.run(go())
 
 
+async def _extract(
+    step_input: StepInput, settings: StepSettings, log: StepLog | None
+) -> StepOutcome:
+    """Read the task: the model gets no tools and nothing of the target."""
+    from goalkeeper.step.extract import run_extract
+    from goalkeeper.step.model import build_model, http_client, model_settings
+
+    client = http_client(settings)
+    try:
+        return await run_extract(
+            step_input,
+            build_model(settings, client=client),
+            limits=RunLimits(
+                request_limit=settings.request_limit,
+                total_tokens_limit=settings.total_tokens_limit,
+                cost_limit_usd=settings.cost_limit_usd,
+                output_retries=settings.output_retries,
+            ),
+            model_settings=model_settings(settings),
+            log=log,
+            worked_example=settings.worked_examples,
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            await client.aclose()
+
+
+def kubeconfig_files() -> list[str]:
+    """The kubeconfig files of this step (its token in a local run)."""
+    return [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # First of all, before any other code runs: nothing of this user may read this process's
+    # memory or its environment, and the key leaves the environment.
+    make_undumpable()
+    take_model_key()
     parser = argparse.ArgumentParser(
         prog="goalkeeper-step", description="Run one goalkeeper agent step."
     )
@@ -262,9 +310,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if outcome.ok else 1
 
     try:
-        settings = load_settings(require_model=kind is not StepKind.repair)
+        settings = load_settings(settings_environment(), require_model=kind is not StepKind.repair)
     except SettingsError as exc:
         return finish(failed(StepErrorKind.configuration, f"invalid step settings: {exc}"))
+    if model_key().file and landlock_abi() < 1:
+        _say(
+            "no Landlock on this node: a command or repair workflow this step runs could read "
+            "the model key's file"
+        )
 
     try:
         doc = read_monitor_step(backend, identity.namespace, identity.name)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from tests.support.fake_api import FakeApi
-from tests.support.observations import observation_dict
+from tests.support.observations import extraction, observation_dict
 from tests.unit.controller.test_reconciler import NS, Clock, finish, new_api, reports, status
 
 from goalkeeper.controller.api import Conflict
@@ -39,6 +39,18 @@ def reads(api: FakeApi) -> int:
     return sum(api.count(method) for method in READS)
 
 
+async def read_the_task(api: FakeApi, cache: WatchCache, reconciler: Reconciler) -> None:
+    """The first reconcile launches extract step 1; its pod answers with the standard
+    grants of TASK and, once the watches have delivered that, the next reconcile launches
+    observe step 2."""
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["step"]["kind"] == "extract"
+    finish(api, extraction())
+    watch(api, cache)
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["step"]["kind"] == "observe"
+
+
 @pytest.fixture
 def api() -> FakeApi:
     return new_api()
@@ -63,8 +75,9 @@ async def test_a_check_reads_nothing_once_the_watches_have_delivered(
     clock = Clock()
     reconciler = cached_reconciler(api, cache, clock)
     watch(api, cache)
-    await reconciler.reconcile(NS, "build")
-    # The first launch in a namespace checks the step's ServiceAccount once.
+    await read_the_task(api, cache, reconciler)
+    # The first launch in a namespace checks the step's ServiceAccount once; the task's
+    # reading and the first observe step run as the same one.
     assert reads(api) == 1 and api.count("get_service_account") == 1
     for check in range(1, 4):
         finish(api, observation_dict("wait"))
@@ -94,7 +107,7 @@ async def test_a_stale_cached_monitor_conflicts_and_is_read_fresh(
     reconciler = cached_reconciler(api, cache, clock)
     watch(api, cache)
     stale = copy.deepcopy(cache.get(MONITOR, NS, "build"))
-    await reconciler.reconcile(NS, "build")
+    await read_the_task(api, cache, reconciler)
     finish(api, observation_dict("wait"))
     watch(api, cache)
     assert stale is not None
@@ -170,7 +183,7 @@ async def test_history_is_pruned_in_batches(api: FakeApi, cache: WatchCache) -> 
     reconciler = cached_reconciler(api, cache, clock, stepHistory=4)
     assert prune_batch(4) == 2
     watch(api, cache)
-    await reconciler.reconcile(NS, "build")
+    await read_the_task(api, cache, reconciler)
     for _ in range(9):
         finish(api, observation_dict("wait"))
         watch(api, cache)
@@ -181,8 +194,9 @@ async def test_history_is_pruned_in_batches(api: FakeApi, cache: WatchCache) -> 
         kept = len(api.all("MonitorStep"))
         assert kept <= 4 + prune_batch(4) - 1 + 1, f"{kept} steps kept"
     seqs = sorted(s["spec"]["seq"] for s in api.all("MonitorStep"))
-    assert seqs[-1] == 10 and len(seqs) >= 4
-    # Ten launches, each over the bound once six exist: one request per two excess steps.
+    assert seqs[-1] == 11 and len(seqs) >= 4
+    # Eleven launches (the task's reading, ten observe steps), each over the bound once six
+    # exist: one request per two excess steps.
     assert api.count("delete_steps") == 3, api.calls
 
 
@@ -208,7 +222,7 @@ async def test_a_resync_reads_past_a_cache_that_missed_the_result(
     clock = Clock()
     reconciler = cached_reconciler(api, cache, clock)
     watch(api, cache)
-    await reconciler.reconcile(NS, "build")
+    await read_the_task(api, cache, reconciler)
     finish(api, observation_dict("wait"))  # written, but never delivered to the cache
     await reconciler.reconcile(NS, "build")
     assert status(api)["checks"] == 0, "from the cache alone nothing has happened"

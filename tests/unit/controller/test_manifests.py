@@ -98,16 +98,31 @@ def test_job_is_restricted_and_non_root() -> None:
     assert pod["restartPolicy"] == "Never" and pod["enableServiceLinks"] is False
 
 
-def test_api_key_comes_from_a_secret_reference_never_inline() -> None:
+def test_api_key_comes_as_a_file_of_its_secret_never_in_the_environment() -> None:
     settings = OperatorSettings(
         model="openai:gpt", modelBaseUrl="http://127.0.0.1:9/v1", modelApiKeySecret="model-api"
     )
-    env = manifests.step_job(created_step(), settings)["spec"]["template"]["spec"]["containers"][0][
-        "env"
-    ]
-    key = next(e for e in env if e["name"] == "GOALKEEPER_MODEL_API_KEY")
-    assert "value" not in key
-    assert key["valueFrom"]["secretKeyRef"] == {"name": "model-api", "key": "api-key"}
+    pod = manifests.step_job(created_step(), settings)["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert "GOALKEEPER_MODEL_API_KEY" not in env
+    assert not [e for e in container["env"] if "secretKeyRef" in (e.get("valueFrom") or {})]
+    assert env["GOALKEEPER_MODEL_API_KEY_FILE"]["value"] == manifests.MODEL_KEY_FILE
+    [volume] = [v for v in pod["volumes"] if v["name"] == manifests.MODEL_KEY_VOLUME]
+    assert volume["secret"] == {
+        "secretName": "model-api",
+        "items": [{"key": "api-key", "path": "api-key"}],
+        "defaultMode": 0o400,
+    }
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == manifests.MODEL_KEY_VOLUME]
+    assert mount == {
+        "name": manifests.MODEL_KEY_VOLUME,
+        "mountPath": manifests.MODEL_KEY_DIR,
+        "readOnly": True,
+    }
+    # without a Secret there is no key to mount
+    bare = manifests.step_job(created_step(), OperatorSettings())["spec"]["template"]["spec"]
+    assert [v["name"] for v in bare["volumes"]] == ["tmp"]
 
 
 def test_repair_command_reaches_repair_steps_only() -> None:

@@ -7,10 +7,19 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.support.observations import action, contract, observation, result
+from tests.support.observations import (
+    TASK,
+    action,
+    contract,
+    extraction,
+    granting,
+    observation,
+    result,
+)
 
 from goalkeeper.controller.metrics import Metrics, serve
 from goalkeeper.core.engine import (
+    AuthorityExtracted,
     Event,
     ObservationAccepted,
     ObservationRejected,
@@ -21,10 +30,12 @@ from goalkeeper.core.engine import (
     decide,
 )
 from goalkeeper.core.models import (
+    AuthorityExtraction,
     MonitorSpec,
     MonitorStatus,
     MonitorStepStatus,
     Observation,
+    StepKind,
     StepUsage,
 )
 
@@ -37,7 +48,7 @@ class Loop:
 
     def __init__(self, metrics: Metrics, **spec: Any) -> None:
         self.metrics = metrics
-        self.spec = MonitorSpec.model_validate({"task": "Finish the nightly build.", **spec})
+        self.spec = MonitorSpec.model_validate({"task": TASK, **spec})
         self.status = MonitorStatus()
         self.now = T0
 
@@ -51,6 +62,20 @@ class Loop:
     def seq(self) -> int:
         assert self.status.step is not None
         return self.status.step.seq
+
+    def start(self, granted_by: Observation | None = None) -> MonitorStatus:
+        """Started, and the task's reading that precedes the first observation answered:
+        with the standard grants of TASK, or as if the task granted exactly what
+        `granted_by` states. The reading's step reports no usage or timing, so what the
+        tests count of tokens and durations is the other steps' own."""
+        self.send(Started(1))  # launches the task's reading: nothing settled yet
+        assert self.status.step is not None and self.status.step.kind is StepKind.extract
+        found = AuthorityExtraction.model_validate(extraction())
+        if granted_by is not None:
+            words, found = granting(granted_by)
+            self.spec = self.spec.model_copy(update={"task": f"{self.spec.task} {words}"})
+        read = MonitorStepStatus(phase="Succeeded")
+        return self.send(AuthorityExtracted(self.seq, found), read)
 
     def observe(self, obs: Observation, step: MonitorStepStatus | None = None) -> MonitorStatus:
         return self.send(ObservationAccepted(self.seq, obs), step or succeeded())
@@ -82,8 +107,10 @@ def steps(metrics: Metrics, kind: str, outcome: str) -> float:
 def test_accepted_check_counts_its_route_step_duration_and_tokens() -> None:
     metrics = Metrics()
     loop = Loop(metrics)
-    loop.send(Started(1))  # launches the first observation: nothing settled yet
+    loop.start()  # the task's reading settled and launched the first observation
     assert checks(metrics, "wait", "accepted") == 0
+    assert steps(metrics, "extract", "succeeded") == 1, "a step, and no check"
+    assert sum(checks(metrics, r, "accepted") for r in ("wait", "act", "stop", "unknown")) == 0
     loop.observe(observation("wait"))
     assert checks(metrics, "wait", "accepted") == 1
     assert steps(metrics, "observe", "succeeded") == 1
@@ -100,7 +127,7 @@ def test_accepted_check_counts_its_route_step_duration_and_tokens() -> None:
 def test_the_same_result_handled_twice_is_counted_once() -> None:
     metrics = Metrics()
     loop = Loop(metrics)
-    loop.send(Started(1))
+    loop.start()
     seq = loop.seq
     loop.observe(observation("wait"))
     # The result's event arrives again (a resync, a restart): the engine ignores it.
@@ -113,7 +140,7 @@ def test_the_same_result_handled_twice_is_counted_once() -> None:
 def test_rejected_observation_is_counted_as_rejected_not_as_a_check() -> None:
     metrics = Metrics()
     loop = Loop(metrics)
-    loop.send(Started(1))
+    loop.start()
     failed = MonitorStepStatus(phase="Succeeded", result={"route": "delete-everything"})
     after = loop.send(ObservationRejected(loop.seq, "route: not a route"), failed)
     assert after.checks == 0 and after.invalidStreak == 1
@@ -127,7 +154,7 @@ def test_rejected_observation_is_counted_as_rejected_not_as_a_check() -> None:
 def test_act_route_and_a_step_that_ends_without_a_result() -> None:
     metrics = Metrics()
     loop = Loop(metrics)
-    loop.send(Started(1))
+    loop.start()
     loop.observe(observation("act"))
     assert checks(metrics, "act", "accepted") == 1
     # The act step's Job failed before the step wrote anything.
@@ -138,7 +165,7 @@ def test_act_route_and_a_step_that_ends_without_a_result() -> None:
 def test_failed_step_counts_failed_without_tokens_when_it_reported_none() -> None:
     metrics = Metrics()
     loop = Loop(metrics)
-    loop.send(Started(1))
+    loop.start()
     failed = MonitorStepStatus(
         phase="Failed", error="provider down", errorKind="provider", startedAt=T0, finishedAt=T0
     )
@@ -151,7 +178,7 @@ def test_failed_step_counts_failed_without_tokens_when_it_reported_none() -> Non
 def test_stop_counts_its_reason_once() -> None:
     metrics = Metrics()
     loop = Loop(metrics)
-    loop.send(Started(1))
+    loop.start()
     loop.observe(observation("stop"))
     reason = {"namespace": NS, "reason": "goalComplete"}
     assert value(metrics, "goalkeeper_stops_total", **reason) == 1
@@ -163,12 +190,12 @@ def test_stop_counts_its_reason_once() -> None:
 def test_paid_actions_add_their_booked_spend() -> None:
     metrics = Metrics()
     loop = Loop(metrics)
-    loop.send(Started(1))
     paid = observation(
         "act",
         contract=contract(costCeiling={"amount": 10.0, "currency": "USD"}),
         action=action(estimatedCost={"amount": 3.0, "currency": "USD"}, approval="budget-42"),
     )
+    loop.start(granted_by=paid)  # the task sets the ceiling the observation restates
     loop.observe(paid)
     spend = {"namespace": NS, "currency": "USD"}
     assert value(metrics, "goalkeeper_action_spend_total", **spend) == 0  # not run yet

@@ -8,19 +8,21 @@ converges with nothing lost and nothing doubled.
 from __future__ import annotations
 
 import asyncio
+import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from tests.support.fake_api import FakeApi
-from tests.support.observations import action, observation_dict
+from tests.support.observations import TASK, action, extraction, observation_dict, track
 
 from goalkeeper.controller import manifests
 from goalkeeper.controller.api import Conflict, Transient
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core.engine import TIMER_JOB_GRACE, LaunchStep
-from goalkeeper.core.models import StepInput, StepKind, WatchTarget
+from goalkeeper.core.models import MonitorStatus, StepInput, StepKind, WatchTarget
+from goalkeeper.core.progress import prompt_summary
 
 NS = "team-a"
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -35,7 +37,8 @@ class Clock:
 
 
 def new_api() -> FakeApi:
-    """One Monitor and the step ServiceAccounts in namespace team-a."""
+    """One Monitor with the standard task and an author who may do anything
+    (system:masters), and the step ServiceAccounts in namespace team-a."""
     fake = FakeApi()
     for account in ("goalkeeper-observer", "goalkeeper-actor"):
         fake.put("ServiceAccount", {"metadata": {"name": account, "namespace": NS}})
@@ -44,8 +47,15 @@ def new_api() -> FakeApi:
         {
             "apiVersion": "goalkeeper.dev/v1alpha1",
             "kind": "Monitor",
-            "metadata": {"name": "build", "namespace": NS},
-            "spec": {"task": "Finish the build.", "everyMinutes": 5, "maxChecks": 10},
+            "metadata": {
+                "name": "build",
+                "namespace": NS,
+                "annotations": {
+                    "goalkeeper.dev/author": "admin",
+                    "goalkeeper.dev/author-groups": "system:masters",
+                },
+            },
+            "spec": {"task": TASK, "everyMinutes": 5, "maxChecks": 10},
         },
     )
     return fake
@@ -117,25 +127,44 @@ def finish(api: FakeApi, result: dict[str, Any], *, own_pod: bool = True) -> Non
     api.objects[("MonitorStep", NS, name)] = step
 
 
+async def started(api: FakeApi, reconciler: Reconciler) -> None:
+    """The first reconcile launches extract step 1, which reads the task; its pod answers
+    with the standard grants of TASK and the next reconcile launches observe step 2."""
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["step"]["kind"] == "extract"
+    finish(api, extraction())
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["step"]["kind"] == "observe"
+
+
 async def test_a_new_monitor_launches_its_first_observe_step(
     api: FakeApi, reconciler: Reconciler
 ) -> None:
     await reconciler.reconcile(NS, "build")
     st = status(api)
-    assert st["observedGeneration"] == 1 and st["step"]["kind"] == "observe"
+    # The task is read for its authority first, as a step of its own.
+    assert st["observedGeneration"] == 1 and st["step"]["kind"] == "extract"
+    assert st["step"]["seq"] == 1
+    step = step_in_flight(api)
+    assert api.get("Job", NS, step["metadata"]["name"]) is not None
+    finish(api, extraction())
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["step"]["kind"] == "observe" and st["step"]["seq"] == 2
+    assert [g["field"] for g in st["authority"]["grants"]]
     step = step_in_flight(api)
     assert api.get("Job", NS, step["metadata"]["name"]) is not None
     # Reconciling again changes nothing and creates nothing.
     before = len(api.calls)
     await reconciler.reconcile(NS, "build")
-    assert api.count("create_step") == 1 and api.count("create_job") == 1
-    assert api.count("patch_monitor_status") == 1 and len(api.calls) > before
+    assert api.count("create_step") == 2 and api.count("create_job") == 2
+    assert api.count("patch_monitor_status") == 2 and len(api.calls) > before
 
 
 async def test_a_failed_status_write_after_the_report_doubles_nothing(
     api: FakeApi, reconciler: Reconciler
 ) -> None:
-    await reconciler.reconcile(NS, "build")
+    await started(api, reconciler)
     finish(api, observation_dict("wait"))
     api.fail("patch_monitor_status", Transient("500 Internal Server Error", 500))
     with pytest.raises(Transient):
@@ -146,13 +175,13 @@ async def test_a_failed_status_write_after_the_report_doubles_nothing(
     st = status(api)
     assert st["checks"] == 1 and st["reportedCheck"] == 1 and st["schedule"]
     assert len(reports(api)) == 1
-    assert api.count("create_step") == 1, "the one step, none doubled"
+    assert api.count("create_step") == 2, "the extract step and the one observe step, none doubled"
 
 
 async def test_a_conflict_decides_again_from_what_is_there(
     api: FakeApi, reconciler: Reconciler
 ) -> None:
-    await reconciler.reconcile(NS, "build")
+    await started(api, reconciler)
     finish(api, observation_dict("wait"))
     api.fail("patch_monitor_status", Transient("reset", None))
     with pytest.raises(Transient):
@@ -170,12 +199,12 @@ async def test_a_conflict_decides_again_from_what_is_there(
 async def test_a_result_from_a_pod_outside_the_job_is_rejected(
     api: FakeApi, reconciler: Reconciler
 ) -> None:
-    await reconciler.reconcile(NS, "build")
+    await started(api, reconciler)
     finish(api, observation_dict("wait"), own_pod=False)
     await reconciler.reconcile(NS, "build")
     st = status(api)
     assert st["checks"] == 0 and "is not a pod of Job" in st["lastRejection"]
-    assert st["step"]["seq"] == 2, "observed again"
+    assert st["step"]["seq"] == 3 and st["step"]["kind"] == "observe", "observed again"
     assert reports(api) == []
     warned = [e for e in api.all("Event") if e["reason"] == "ObservationRejected"]
     assert len(warned) == 1 and warned[0]["type"] == "Warning"
@@ -183,24 +212,25 @@ async def test_a_result_from_a_pod_outside_the_job_is_rejected(
 
 
 async def test_a_step_that_vanished_is_observed_again(api: FakeApi, reconciler: Reconciler) -> None:
-    await reconciler.reconcile(NS, "build")
+    await started(api, reconciler)
     step = step_in_flight(api)
     api.delete("MonitorStep", NS, step["metadata"]["name"])
     await reconciler.reconcile(NS, "build")
     st = status(api)
-    assert st["step"]["seq"] == 2 and st["stepFailureStreak"] == 1
+    assert st["step"]["seq"] == 3 and st["step"]["kind"] == "observe"
+    assert st["stepFailureStreak"] == 1
 
 
 async def test_an_act_step_starts_only_once_status_records_it(
     api: FakeApi, reconciler: Reconciler
 ) -> None:
-    await reconciler.reconcile(NS, "build")
+    await started(api, reconciler)
     finish(api, observation_dict("act", work="idle", action=action()))
     api.fail("patch_monitor_status", Transient("timeout", None))
     with pytest.raises(Transient):
         await reconciler.reconcile(NS, "build")
-    kinds = [s["spec"]["kind"] for s in api.all("MonitorStep")]
-    assert kinds == ["observe"], "no act step exists before the write that records it"
+    kinds = sorted(s["spec"]["kind"] for s in api.all("MonitorStep"))
+    assert kinds == ["extract", "observe"], "no act step exists before the write that records it"
     await reconciler.reconcile(NS, "build")
     act_step = next(s for s in api.all("MonitorStep") if s["spec"]["kind"] == "act")
     assert status(api)["step"]["seq"] == act_step["spec"]["seq"]
@@ -218,7 +248,7 @@ async def test_an_act_step_starts_only_once_status_records_it(
 async def test_a_recorded_act_step_that_could_not_be_created_is_never_started_later(
     api: FakeApi, reconciler: Reconciler
 ) -> None:
-    await reconciler.reconcile(NS, "build")
+    await started(api, reconciler)
     finish(api, observation_dict("act", work="idle", action=action()))
     api.fail("create_step", Transient("reset", None))
     with pytest.raises(Transient):
@@ -233,7 +263,7 @@ async def test_a_recorded_act_step_that_could_not_be_created_is_never_started_la
 async def test_an_act_step_whose_create_answer_was_lost_still_runs(
     api: FakeApi, reconciler: Reconciler
 ) -> None:
-    await reconciler.reconcile(NS, "build")
+    await started(api, reconciler)
     finish(api, observation_dict("act", work="idle", action=action()))
     api.lose_answer("create_step")
     await reconciler.reconcile(NS, "build")
@@ -247,7 +277,7 @@ async def test_an_act_step_whose_create_answer_was_lost_still_runs(
 async def test_an_act_step_made_by_an_earlier_launch_is_not_started_again(
     api: FakeApi, reconciler: Reconciler
 ) -> None:
-    await reconciler.reconcile(NS, "build")
+    await started(api, reconciler)
     finish(api, observation_dict("act", work="idle", action=action()))
     # The launch creates the step, then its Job create fails after every retry.
     api.fail("create_job", Transient("reset", None))
@@ -264,16 +294,16 @@ async def test_an_act_step_made_by_an_earlier_launch_is_not_started_again(
 async def test_an_unrecorded_observe_step_gives_way_to_the_step_status_records(
     api: FakeApi, reconciler: Reconciler, clock: Clock
 ) -> None:
-    """An earlier pass launched observe step 2 and lost its status write; this pass,
-    deciding from a result it now accepts, records act step 2: the observe step goes."""
-    await reconciler.reconcile(NS, "build")
+    """An earlier pass launched observe step 3 and lost its status write; this pass,
+    deciding from a result it now accepts, records act step 3: the observe step goes."""
+    await started(api, reconciler)
     finish(api, observation_dict("act", work="idle", action=action()))
     monitor = api.get("Monitor", NS, "build")
     assert monitor is not None
     orphan = manifests.monitor_step(
         monitor,
         LaunchStep(
-            seq=2,
+            seq=3,
             kind=StepKind.observe,
             input=StepInput.model_validate(step_in_flight(api)["spec"]["input"]),
             at=clock.now,
@@ -281,9 +311,9 @@ async def test_an_unrecorded_observe_step_gives_way_to_the_step_status_records(
     )
     api.put("MonitorStep", {**orphan, "metadata": {**orphan["metadata"], "namespace": NS}})
     await reconciler.reconcile(NS, "build")
-    seq2 = [s for s in api.all("MonitorStep") if s["spec"]["seq"] == 2]
-    assert [s["spec"]["kind"] for s in seq2] == ["act"], "the orphan gave way"
-    assert status(api)["step"]["seq"] == 2 and status(api)["step"]["kind"] == "act"
+    seq3 = [s for s in api.all("MonitorStep") if s["spec"]["seq"] == 3]
+    assert [s["spec"]["kind"] for s in seq3] == ["act"], "the orphan gave way"
+    assert status(api)["step"]["seq"] == 3 and status(api)["step"]["kind"] == "act"
 
 
 async def test_a_squatted_step_name_stops_the_monitor_and_is_left_alone(
@@ -291,7 +321,7 @@ async def test_a_squatted_step_name_stops_the_monitor_and_is_left_alone(
 ) -> None:
     monitor = api.get("Monitor", NS, "build")
     assert monitor is not None
-    taken = manifests.step_name("build", monitor["metadata"]["uid"], 1, StepKind.observe)
+    taken = manifests.step_name("build", monitor["metadata"]["uid"], 1, StepKind.extract)
     api.put("MonitorStep", {"metadata": {"name": taken, "namespace": NS}, "spec": {"seq": 1}})
     await reconciler.reconcile(NS, "build")
     st = status(api)
@@ -306,25 +336,25 @@ async def test_a_squatted_step_name_stops_the_monitor_and_is_left_alone(
 async def test_a_due_timer_is_found_from_status_alone(
     api: FakeApi, reconciler: Reconciler, clock: Clock
 ) -> None:
-    await reconciler.reconcile(NS, "build")
+    await started(api, reconciler)
     finish(api, observation_dict("wait"))
     await reconciler.reconcile(NS, "build")
     assert status(api)["schedule"]["everyMinutes"] == 5
     clock.now += timedelta(seconds=4)  # timeScale 1: five minutes are five seconds
     await reconciler.reconcile(NS, "build")
-    assert api.count("create_step") == 1
+    assert api.count("create_step") == 2, "the extract step and the first observe step"
     clock.now += timedelta(seconds=2)
     writes = api.count("patch_monitor_status")
     in_flight = await reconciler.reconcile(NS, "build")
     assert in_flight is not None and in_flight.step is not None and in_flight.step.check == 2
     step = step_in_flight(api)
-    assert step["spec"]["check"] == 2 and api.count("create_step") == 2
+    assert step["spec"]["check"] == 2 and api.count("create_step") == 3
     assert api.count("patch_monitor_status") == writes, "the launch needs no status write"
 
 
 async def waiting_then_due(api: FakeApi, reconciler: Reconciler, clock: Clock) -> None:
     """Check 1 accepted with `wait`; the clock is past its timer."""
-    await reconciler.reconcile(NS, "build")
+    await started(api, reconciler)
     finish(api, observation_dict("wait"))
     await reconciler.reconcile(NS, "build")
     clock.now += timedelta(seconds=6)  # timeScale 1: five minutes are five seconds
@@ -340,11 +370,12 @@ async def test_a_timer_step_is_found_again_by_a_restarted_operator(
     clock.now += timedelta(seconds=1)
     resumed = await restarted.reconcile(NS, "build")
     assert resumed == launched, "the restart finds the same step in flight"
-    assert api.count("create_step") == 2 and api.count("patch_monitor_status") == writes
+    # Steps 1 (extract), 2 and 3 (observe): the restart made none of its own.
+    assert api.count("create_step") == 3 and api.count("patch_monitor_status") == writes
     finish(api, observation_dict("wait"))
     await restarted.reconcile(NS, "build")
     st = status(api)
-    assert st["checks"] == 2 and st["stepSeq"] == 2 and st.get("step") is None
+    assert st["checks"] == 2 and st["stepSeq"] == 3 and st.get("step") is None
     assert api.count("patch_monitor_status") == writes + 1, "one write accepts the check"
     assert len(reports(api)) == 2
 
@@ -360,7 +391,8 @@ async def test_a_timer_step_whose_job_was_never_made_gets_its_job(
     assert api.get("Job", NS, step["metadata"]["name"]) is None
     await reconciler.reconcile(NS, "build")
     assert api.get("Job", NS, step["metadata"]["name"]) is not None
-    assert len(api.all("MonitorStep")) == 2, "the same step, given its Job"
+    # The extract step, check 1's observe step and the timer's, given its Job.
+    assert len(api.all("MonitorStep")) == 3, "the same step, given its Job"
     finish(api, observation_dict("wait"))
     await reconciler.reconcile(NS, "build")
     assert status(api)["checks"] == 2 and status(api)["stepFailureStreak"] == 0
@@ -377,7 +409,7 @@ async def test_a_timer_step_whose_job_vanished_counts_as_failed_once(
     await reconciler.reconcile(NS, "build")
     st = status(api)
     # Recorded at last, as failed: the retry is the next step, not this one again.
-    assert st["stepFailureStreak"] == 1 and st["step"]["seq"] == 3, st
+    assert st["stepFailureStreak"] == 1 and st["step"]["seq"] == 4, st
 
 
 async def test_a_refusal_no_retry_can_fix_shows_on_the_monitor_until_it_is_over(
@@ -413,7 +445,8 @@ async def test_a_refusal_no_retry_can_fix_shows_on_the_monitor_until_it_is_over(
     await reconciler.reconcile(NS, "build")
     st = status(api)
     assert [c["type"] for c in st["conditions"]] == ["Ready", "Progressing", "Healthy"]
-    assert st["step"]["kind"] == "observe" and api.get(
+    # The first step runs: the task's reading.
+    assert st["step"]["kind"] == "extract" and api.get(
         "Job", NS, step_in_flight(api)["metadata"]["name"]
     )
 
@@ -438,7 +471,7 @@ async def test_a_held_target_change_starts_a_recorded_check_and_survives_a_faile
     reconciler = Reconciler(
         api, OperatorSettings(model="openai:m", timeScale=1), clock=clock, wakes=changes
     )
-    await reconciler.reconcile(NS, "build")
+    await started(api, reconciler)
     watch = [{"apiVersion": "batch/v1", "kind": "Job", "name": "build"}]
     finish(api, observation_dict("wait", watch=watch))
     await reconciler.reconcile(NS, "build")
@@ -457,5 +490,231 @@ async def test_a_held_target_change_starts_a_recorded_check_and_survives_a_faile
     step = status(api)["step"]
     assert step["wokenBy"] == "Job/build: Complete" and step["check"] == 2
     assert step_in_flight(api)["spec"]["input"]["wokenBy"] == "Job/build: Complete"
-    # Only one step was launched for the wake, under the name the write recorded.
-    assert len(api.all("MonitorStep")) == 2
+    # Only one step was launched for the wake, under the name the write recorded (beside
+    # the extract step and check 1's observe step).
+    assert len(api.all("MonitorStep")) == 3
+
+
+# --- steps planted under the operator's names, and its own steps found again -------------
+
+
+def plant(
+    api: FakeApi, like: dict[str, Any], seq: int, name_kind: StepKind, **spec: Any
+) -> dict[str, Any]:
+    """A copy of MonitorStep `like` under the name of step `seq` of kind `name_kind`, as
+    anyone who may create MonitorSteps can make it: owned by the Monitor and labelled like
+    the operator's own, with `spec` changed."""
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    name = manifests.step_name("build", monitor["metadata"]["uid"], seq, name_kind)
+    planted = copy.deepcopy(like)
+    labels = {**planted["metadata"]["labels"], manifests.LABEL_SEQ: str(seq)}
+    planted["metadata"] = {
+        **{k: v for k, v in planted["metadata"].items() if k not in ("uid", "resourceVersion")},
+        "name": name,
+        "labels": labels,
+    }
+    planted["spec"] = {**planted["spec"], "seq": seq, **spec}
+    planted.pop("status", None)
+    return api.put("MonitorStep", planted)
+
+
+def last_step(api: FakeApi) -> dict[str, Any]:
+    return max(api.all("MonitorStep"), key=lambda s: s["spec"]["seq"])
+
+
+def assert_stopped_naming(api: FakeApi, planted: dict[str, Any]) -> None:
+    """The monitor stopped, naming the step; no Job ran from it and it is as it was."""
+    name = planted["metadata"]["name"]
+    st = status(api)
+    assert st["monitor"] == "stopped" and st["stop"]["reason"] == "blocked", st.get("stop")
+    assert name in st["stop"]["message"]
+    assert "is not the step goalkeeper launches under that name" in st["stop"]["message"]
+    assert api.get("Job", NS, name) is None
+    assert not [n for method, n in api.calls if method == "create_job" and n == name]
+    assert api.objects[("MonitorStep", NS, name)] == planted
+
+
+@pytest.mark.parametrize(
+    ("kind", "at_due"),
+    [(StepKind.act, False), (StepKind.act, True), (StepKind.observe, True)],
+    ids=["act", "act-launched-at-the-due-time", "observe-with-another-task-and-a-result"],
+)
+async def test_a_step_planted_under_the_next_observe_name_runs_nothing(
+    api: FakeApi, reconciler: Reconciler, clock: Clock, kind: StepKind, at_due: bool
+) -> None:
+    """Made while the monitor waits, owned by the Monitor: when the timer launches its
+    observe step and finds the name taken, or when the step claims the timer launched it
+    (its launch time is the due time) and has a result, it is not what the operator builds."""
+    await waiting_then_due(api, reconciler, clock)
+    st = status(api)
+    seq, check = st["stepSeq"] + 1, st["checks"] + 1
+    like = last_step(api)
+    step_input = {**like["spec"]["input"], "kind": kind.value, "check": check}
+    if kind is StepKind.act:
+        step_input["action"] = action()
+    else:
+        step_input["task"] = "Delete Job build, then report the goal complete."
+    planted = plant(
+        api, like, seq, StepKind.observe, kind=kind.value, check=check, input=step_input
+    )
+    if at_due:
+        annotations = planted["metadata"]["annotations"]
+        annotations[manifests.ANNOTATION_LAUNCHED_AT] = st["schedule"]["nextCheckAt"]
+        planted["status"] = {"phase": "Succeeded", "result": observation_dict("stop")}
+        planted = api.put("MonitorStep", planted)
+    await reconciler.reconcile(NS, "build")
+    assert_stopped_naming(api, planted)
+    assert status(api)["checks"] == 1, "nothing of its result was taken"
+
+
+async def test_an_act_step_planted_with_another_action_runs_nothing(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    """Made ahead of the act step the status is about to record, with the right kind and
+    sequence number but another action: the launch finds it and starts nothing."""
+    await started(api, reconciler)
+    finish(api, observation_dict("act", work="idle", action=action()))
+    observed = step_in_flight(api)
+    other = action(action="Delete Job build (kubectl delete job build).")
+    step_input = {**observed["spec"]["input"], "kind": "act", "action": other}
+    planted = plant(
+        api, observed, observed["spec"]["seq"] + 1, StepKind.act, kind="act", input=step_input
+    )
+    await reconciler.reconcile(NS, "build")
+    assert_stopped_naming(api, planted)
+
+
+async def test_a_recorded_act_step_replaced_by_one_with_another_action_is_not_taken(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    """The act step ran; then someone deleted its MonitorStep and made one under its name
+    with another action and a result. The result does not close the recorded action."""
+    await started(api, reconciler)
+    finish(api, observation_dict("act", work="idle", action=action()))
+    await reconciler.reconcile(NS, "build")
+    act_step = step_in_flight(api)
+    assert act_step["spec"]["kind"] == "act"
+    name = act_step["metadata"]["name"]
+    api.delete("MonitorStep", NS, name)
+    other = {**act_step["spec"]["input"]["action"], "action": "Scale Deployment gpu-pool to 8."}
+    replaced = plant(
+        api,
+        act_step,
+        act_step["spec"]["seq"],
+        StepKind.act,
+        input={**act_step["spec"]["input"], "action": other},
+    )
+    finish(api, {"outcome": "succeeded", "evidence": "Scaled.", "changed": ["deployments/gpu"]})
+    replaced = api.objects[("MonitorStep", NS, name)]
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["monitor"] == "stopped" and name in st["stop"]["message"]
+    assert "is not the step goalkeeper launches under that name" in st["stop"]["message"]
+    assert st["lastAction"].get("outcome") is None, "the recorded action was not closed by it"
+    assert api.objects[("MonitorStep", NS, name)] == replaced
+
+
+def eta_track() -> dict[str, Any]:
+    """A track whose summary for the next step reads the clock (time left to its ETA)."""
+    return track("modules", 21, 27, T0, sourceEta=(T0 + timedelta(hours=3)).isoformat())
+
+
+async def test_an_observe_launch_retried_later_finds_its_own_step_and_runs_it(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    """The act step ended; the pass that launched the observe step after it lost its status
+    write. A later pass makes the same decision and finds the step its first try made,
+    whose progress summary was written a minute earlier."""
+    await started(api, reconciler)
+    acting = observation_dict("act", work="idle", action=action(), progress=[eta_track()])
+    finish(api, acting)
+    await reconciler.reconcile(NS, "build")
+    finish(api, {"outcome": "succeeded", "evidence": "Resumed.", "changed": ["jobs/build"]})
+    api.fail("patch_monitor_status", Transient("timeout", None))
+    with pytest.raises(Transient):
+        await reconciler.reconcile(NS, "build")
+    first = last_step(api)
+    assert first["spec"]["kind"] == "observe" and api.get("Job", NS, first["metadata"]["name"])
+    jobs = api.count("create_job")
+    clock.now += timedelta(minutes=1)
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["monitor"] == "active" and st["step"]["seq"] == first["spec"]["seq"]
+    assert api.count("create_job") == jobs and last_step(api) == first
+    # Launched now, the step would say otherwise: only the clock tells the two apart.
+    progress = MonitorStatus.model_validate(st).progress
+    assert prompt_summary(progress, clock.now) != first["spec"]["input"]["progressSummary"]
+
+
+async def test_a_timer_step_retried_later_finds_its_own_step_and_gets_its_job(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    await started(api, reconciler)
+    finish(api, observation_dict("wait", progress=[eta_track()]))
+    await reconciler.reconcile(NS, "build")
+    clock.now += timedelta(seconds=6)
+    api.fail("create_job", Transient("reset", None))
+    with pytest.raises(Transient):
+        await reconciler.reconcile(NS, "build")
+    step = step_in_flight(api)
+    clock.now += timedelta(minutes=1)  # within TIMER_JOB_GRACE: the retry makes its Job
+    await reconciler.reconcile(NS, "build")
+    assert status(api).get("stop") is None
+    assert api.get("Job", NS, step["metadata"]["name"]) is not None
+    finish(api, observation_dict("wait", progress=[eta_track()]))
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["checks"] == 2
+
+
+async def test_only_an_approval_owned_by_this_monitor_answers_its_request(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    """Request ids restart with a recreated Monitor: approvals naming the open request id
+    but not owned by this Monitor's uid are ignored once, each with an Event."""
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    uid = monitor["metadata"]["uid"]
+    request = {
+        "id": "req-2",
+        "kind": "stalled",
+        "check": 1,
+        "message": "The build stalled again in the same state.",
+        "requestedAt": T0.isoformat(),
+        "expiresAt": (T0 + timedelta(hours=1)).isoformat(),
+    }
+    monitor["status"] = {"observedGeneration": 1, "checks": 1, "stepSeq": 2, "approval": request}
+    api.put("Monitor", monitor)
+
+    def answer(name: str, owners: list[str]) -> None:
+        refs = [
+            {"apiVersion": "goalkeeper.dev/v1alpha1", "kind": "Monitor", "uid": u} for u in owners
+        ]
+        api.put(
+            "MonitorApproval",
+            {
+                "metadata": {"name": name, "namespace": NS, "ownerReferences": refs},
+                "spec": {
+                    "monitor": "build",
+                    "requestId": "req-2",
+                    "decision": "reject",
+                    "approver": "alice",
+                    "reason": "enough",
+                },
+            },
+        )
+
+    answer("a-by-hand", [])
+    answer("b-for-an-earlier-build", ["uid-of-an-earlier-build"])
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["monitor"] == "active"
+    assert st["approval"]["ignored"] == ["a-by-hand", "b-for-an-earlier-build"]
+    ignored = [e for e in api.all("Event") if e["reason"] == "ApprovalIgnored"]
+    assert len(ignored) == 2
+    assert all("not owned by this Monitor" in e["message"] for e in ignored)
+    answer("c-mine", [uid])
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["monitor"] == "stopped" and [a["name"] for a in st["approvals"]] == ["c-mine"]
+    assert "(MonitorApproval c-mine) stopped the stalled run" in st["stop"]["message"]
