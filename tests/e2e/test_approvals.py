@@ -204,7 +204,7 @@ def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
     steps = cluster.steps()
     kinds = [s["spec"]["kind"] for s in steps]
     assert kinds[:4] == ["extract", "observe", "act", "observe"]
-    granted = steps[1]["spec"]["input"]["action"]["approval"]
+    granted = steps[2]["spec"]["input"]["action"]["approval"]
     assert me in granted and "added 5.00 USD to the cost ceiling for this action" in granted
     assert stopped["spend"]["total"]["amount"] == 15
     assert stopped["health"]["state"] == "Healthy"
@@ -245,7 +245,8 @@ def test_no_answer_within_the_window_stops(
     awaiting(cluster, model, operator)
     stopped = wait_until(cluster.stopped, 60, "the window to end", operator.logs)
     assert stopped["stop"]["reason"] == "paidActionNotApproved"
-    assert stopped["stop"]["message"].startswith("No answer came to approval request req-1")
+    # Step 1 read the task, step 2 asked: request ids are the asking step's.
+    assert stopped["stop"]["message"].startswith("No answer came to approval request req-2")
     assert cluster.step_kinds() == ["extract", "observe"] and "approval" not in stopped
 
 

@@ -108,7 +108,7 @@ def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelSer
             timeout=60,
         )
         assert shown.returncode == 0, shown.stderr
-        assert "nightly-render-1-observe" in shown.stdout + shown.stderr
+        assert "nightly-render-2-observe" in shown.stdout + shown.stderr
     finally:
         dev.send_signal(signal.SIGINT)
         code = dev.wait(60)

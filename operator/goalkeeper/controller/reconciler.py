@@ -487,6 +487,7 @@ class Reconciler:
             namespace=meta["namespace"],
             author=author.user if author is not None else "",
             author_denied=author_denied,
+            confirm_authority=self.settings.confirmAuthority,
         )
 
     # --- the facts of the step in flight ---

@@ -77,6 +77,14 @@ class OperatorSettings(Model):
             "is held until then."
         ),
     )
+    confirmAuthority: bool = Field(
+        default=False,
+        description=(
+            "GOALKEEPER_CONFIRM_AUTHORITY: with approvals on (GOALKEEPER_APPROVAL_TIMEOUT), "
+            "the first act of each spec generation waits until a person confirms what was "
+            "read from the task, with a MonitorApproval of its own kind."
+        ),
+    )
     actExtraVerbs: Annotated[str, Field(pattern=ACT_EXTRA_VERBS_PATTERN)] = Field(
         default="",
         description=(
@@ -206,6 +214,7 @@ _FIELDS = {
     "wakeIntervalSeconds": "WAKE_INTERVAL_SECONDS",
     "approvalTimeout": "APPROVAL_TIMEOUT",
     "actExtraVerbs": "ACT_EXTRA_VERBS",
+    "confirmAuthority": "CONFIRM_AUTHORITY",
     "healthPort": "HEALTH_PORT",
     "metricsPort": "METRICS_PORT",
     "listenAddress": "LISTEN_ADDRESS",

@@ -246,6 +246,7 @@ def decide(
     namespace: str = "default",
     author: str = "",
     author_denied: str = "",
+    confirm_authority: bool = False,
 ) -> Decision:
     """The next status and the effects to carry out, in order.
 
@@ -259,6 +260,8 @@ def decide(
     `author_denied` says which of the permissions the step this decision launches needs
     the author lacks (the caller asks the API server, see core/permissions.py): that step
     does not launch and the monitor stops as outside authority.
+    `confirm_authority`, with approvals on, makes the first act of a spec generation wait
+    until a person confirms what was read from the task.
     """
     if status.monitor is MonitorState.stopped:
         if not _restarts(status, event):
@@ -272,6 +275,7 @@ def decide(
     turn.namespace = namespace
     turn.author = author
     turn.author_denied = author_denied
+    turn.confirm_authority = confirm_authority and approval_window > timedelta(0)
     # A finished step's model usage counts once, when the step in flight reports it.
     usage, seq = getattr(event, "usage", None), getattr(event, "seq", None)
     if usage is not None and seq is not None and turn.owns(seq):
@@ -447,6 +451,7 @@ class _Turn:
         self.namespace = "default"
         self.author = ""
         self.author_denied = ""
+        self.confirm_authority = False
         # The target change that started the check being reported, if any.
         self.woken_by = ""
 
@@ -645,11 +650,32 @@ class _Turn:
         elif refusal is not None:
             assert need is not None
             self.await_approval(observation, action, refusal[1], need)
+        elif self.needs_confirmation():
+            self.await_confirmation(observation, action)
         else:
             if health.is_stall_recovery(self.status.health, observation):
                 self.status.health.recoveredStall = self.status.health.fingerprint
             self.report(observation, next_action=action.action)
             self.launch_action(action)
+
+    def needs_confirmation(self) -> bool:
+        record = self.status.authority
+        return self.confirm_authority and record is not None and not record.confirmedBy
+
+    def await_confirmation(self, observation: Observation, action: ActionRequest) -> None:
+        """Pause the first act of a spec generation until a person confirms what was read
+        from the task (an operator setting, with approvals on)."""
+        assert self.status.authority is not None
+        read = "; ".join(authority.describe(self.status.authority))
+        request = self.open_request(
+            ApprovalKind.authority,
+            f"Before its first act this monitor waits until a person confirms what goalkeeper "
+            f"read from the task: {read}. Approving confirms it and runs '{action.action}'; "
+            "rejecting stops the monitor.",
+            action=action,
+        )
+        self.report(observation, next_action=f"awaiting confirmation, then: {action.action}")
+        self.announce(request)
 
     def refusal(
         self, observation: Observation, action: ActionRequest
@@ -798,6 +824,17 @@ class _Turn:
                 self.launch_observe()
             else:
                 self.final_stop(StopReason.blocked, f"{who} stopped the stalled run{said}")
+            return
+        if request.kind is ApprovalKind.authority:
+            assert request.action is not None and st.authority is not None
+            if approve:
+                st.authority.confirmedBy = who[:600]
+                self.launch_action(request.action)
+            else:
+                self.final_stop(
+                    StopReason.outsideAuthority,
+                    f"{who} did not confirm the authority read from the task{said}",
+                )
             return
         assert request.action is not None and request.amount is not None
         if not approve:

@@ -481,6 +481,9 @@ class AuthorityRecord(Model):
     prohibitions: ShortList = Field(
         default_factory=list, description="Forbidding sentences the engine found in the task."
     )
+    confirmedBy: Annotated[str, Field(max_length=600)] = Field(
+        default="", description="Who confirmed the record, when a person must before an act."
+    )
 
 
 class ActionResult(Model):
@@ -647,6 +650,7 @@ APPROVALS_KEPT = 16
 class ApprovalKind(StrEnum):
     paidAction = "paidAction"  # approve: the action runs with more ceiling for it
     stalled = "stalled"  # approve: the run goes on, with one more recovery for the stall
+    authority = "authority"  # approve: what was read from the task stands; the first act runs
 
 
 class ApprovalRequest(Model):
