@@ -15,10 +15,14 @@ pytestmark = pytest.mark.cluster
 
 
 def make(api_client: Any, namespace: str, *mutation_set: str) -> StepTools:
-    return StepTools(
-        KubeBackend(api_client),
-        ToolConfig(fence_id="f00df00df00df00d", namespace=namespace, mutation_set=mutation_set),
+    # Every write verb (GOALKEEPER_ACT_EXTRA_VERBS): these tests send each through the API.
+    config = ToolConfig(
+        fence_id="f00df00df00df00d",
+        namespace=namespace,
+        mutation_set=mutation_set,
+        extra_verbs=("create", "update", "delete"),
     )
+    return StepTools(KubeBackend(api_client), config)
 
 
 @pytest.fixture

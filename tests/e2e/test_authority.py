@@ -116,8 +116,9 @@ def test_planted_text_cannot_write_the_authority(
 
 
 WATCH_ONLY = (
-    "Report on Job build in this namespace until it finishes. This monitor may only "
-    "observe: it must not resume, change, create or delete anything."
+    "Report on Job build in this namespace until it finishes. You may read the logs of Job "
+    "build. This monitor may only observe: it must not resume, change, create or delete "
+    "anything."
 )
 
 
@@ -127,12 +128,12 @@ def test_a_reading_that_turns_a_prohibition_into_a_grant_is_dropped(
     """The model reads "must not resume" as a grant to resume, as a small model did: the
     engine drops the grant, and the act that cites it never runs."""
     cluster.target(suspended=True)
-    first, forbidding = WATCH_ONLY.split(". ", 1)
+    first, logs, forbidding = WATCH_ONLY.split(". ", 2)
     misread = extraction(
         allowedResources=[{"entry": "jobs/build", "quote": first}],
         authorizedActions=[
             {"id": "resume-build", "description": "Resume Job build.", "quote": forbidding},
-            {"id": "resume-job", "description": "Resume Job build if suspended.", "quote": first},
+            {"id": "resume-job", "description": "Resume Job build if suspended.", "quote": logs},
             {"id": "scale-web", "description": "Scale Deployment web.", "quote": "You may scale"},
         ],
         allowedSystems=[],
@@ -146,7 +147,7 @@ def test_a_reading_that_turns_a_prohibition_into_a_grant_is_dropped(
             "idle",
             facts,
             "Job build is suspended; resuming it.",
-            contract=contract(allowedSystems=[], allowedRecoveryActions=[]),
+            contract=contract(allowedSystems=[], allowedRecoveryActions=[], allowedResources=[]),
             authorizedActions=[],
             action=action(authorizedActionId="resume-job"),
         )
