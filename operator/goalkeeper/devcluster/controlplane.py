@@ -192,6 +192,39 @@ class ControlPlane:
         done = self.kubectl("apply", "--server-side", "-f", str(self.policies_dir))
         if done.returncode != 0:
             raise ControlPlaneError(f"admission policies not installed: {done.stderr.strip()}")
+        if (self.policies_dir / "monitor-author.yaml").is_file():
+            self._wait_author_stamped()
+
+    def _wait_author_stamped(self, timeout: float = 60) -> None:
+        """Wait until the API server stamps a Monitor's author: policies take effect a
+        moment after they are created, and a Monitor made before would record none."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        probe = {
+            "apiVersion": "goalkeeper.dev/v1alpha1",
+            "kind": "Monitor",
+            "metadata": {"name": "author-probe"},
+            "spec": {"task": "A dry run that checks the author is stamped."},
+        }
+        deadline = time.monotonic() + timeout
+        with self.api_client() as api_client:
+            custom: Any = client.CustomObjectsApi(api_client)
+            while True:
+                try:
+                    made = custom.create_namespaced_custom_object(
+                        "goalkeeper.dev", "v1alpha1", "default", "monitors", probe, dry_run="All"
+                    )
+                    if "goalkeeper.dev/author" in (made["metadata"].get("annotations") or {}):
+                        return
+                except ApiException as exc:
+                    if exc.status not in (403, 404, 422, 500, 503):
+                        raise
+                if time.monotonic() > deadline:
+                    raise ControlPlaneError(
+                        f"the monitor-author admission policy took no effect in {timeout} s"
+                    )
+                time.sleep(0.2)
 
     # -- lifecycle --------------------------------------------------------------------
 
