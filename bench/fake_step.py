@@ -1,5 +1,6 @@
 """A stand-in for the step pods: it answers every observe step the way `goalkeeper-step`
-does after a successful observation, with no model and no kubelet.
+does after a successful observation, and every task reading with the standard reading of
+`TASK`, with no model and no kubelet.
 
 When a MonitorStep appears it waits for the Pod the Job controller makes for the step's
 Job, then writes the MonitorStep's /status as that pod would (the step runtime's own
@@ -21,7 +22,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from tests.support.observations import observation_dict
+from tests.support.observations import extraction, observation_dict
 
 from bench.harness import Watch, new_api
 from goalkeeper.controller.manifests import GROUP, LABEL_STEP, VERSION
@@ -37,10 +38,11 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def result_status(pod: StepPod, started: datetime) -> dict[str, Any]:
-    """What a step pod writes after a successful observation that routes to `wait`."""
-    outcome = StepOutcome(observation_dict("wait"), StepUsage())
-    return final_status(outcome, started, _now(), pod)
+def result_status(pod: StepPod, started: datetime, *, reading: bool = False) -> dict[str, Any]:
+    """What a step pod writes after a successful observation that routes to `wait`, or
+    after reading the task (`reading`)."""
+    result = extraction() if reading else observation_dict("wait")
+    return final_status(StepOutcome(result, StepUsage()), started, _now(), pod)
 
 
 class FakeStep:
@@ -52,6 +54,7 @@ class FakeStep:
         self._steps: dict[str, dict[str, Any]] = {}  # name -> the MonitorStep as first seen
         self._pods: dict[str, StepPod] = {}  # step name -> the pod of its Job
         self._begun: set[str] = set()
+        self._readings: set[str] = set()  # extract steps: answered, never counted as checks
         self._held: list[tuple[str, datetime]] = []
         self._work: queue.Queue[tuple[str, str, datetime] | None] = queue.Queue()
         self.answered: Counter[str] = Counter()  # monitor -> results written
@@ -126,6 +129,10 @@ class FakeStep:
                 return
             self._steps[name] = step
             spec = step["spec"]
+            if spec["kind"] == "extract":
+                self._readings.add(name)
+                self._ready(name)
+                return
             self.launches[spec["monitor"], int(spec["check"])].add(name)
             if spec["kind"] != "observe":
                 self.errors.append(f"{name}: a {spec['kind']} step; only observe is expected")
@@ -164,7 +171,10 @@ class FakeStep:
                         if self._holding:
                             self._held.append((name, started))
                             continue
-                self._patch(custom, name, result_status(pod, started))
+                reading = name in self._readings
+                self._patch(custom, name, result_status(pod, started, reading=reading))
+                if reading:
+                    continue
             except ApiException as error:
                 with self._lock:
                     self.errors.append(

@@ -29,6 +29,9 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 from tests.e2e.harness import write_token_kubeconfig
+
+# The standard task: the fake step answers its reading with the standard extraction.
+from tests.support.observations import TASK
 from urllib3.exceptions import HTTPError
 
 from goalkeeper.controller.manifests import GROUP, VERSION
@@ -41,10 +44,6 @@ OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_ACCOUNT}"
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 READ_VERBS = ("get", "list")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-TASK = (
-    "Benchmark monitor: Job build in this namespace must complete. You may resume Job build "
-    "(spec.suspend=false). Do not change anything else."
-)
 
 
 class BenchError(RuntimeError):
