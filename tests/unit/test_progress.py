@@ -149,7 +149,7 @@ def test_reset_restarts_only_that_track() -> None:
     a, b = tracks
     assert [s.completed for s in a.samples] == [2]  # counter went down: restarted
     assert a.estimate is None
-    assert a.etaUnavailable == "need two samples"
+    assert a.etaUnavailable == "no rate yet, needs two samples"
     assert [s.completed for s in b.samples] == [0, 5, 10, 15, 20]
     assert b.estimate is not None
     assert b.estimate.intervals == 4
@@ -170,11 +170,54 @@ def test_stale_sample_is_ignored() -> None:
     tracks = feed([0, 10, 20])
     before = only(tracks)
     last = T0 + 2 * HOUR
-    for at in (last, last - timedelta(minutes=5)):
-        again = update_tracks(
-            tracks, [obs(25, at, total=100, status=TrackStatus.blocked)], last + HOUR
-        )
-        assert only(again) == before
+    earlier = last - timedelta(minutes=5)
+    again = update_tracks(
+        tracks, [obs(25, earlier, total=100, status=TrackStatus.blocked)], last + HOUR
+    )
+    assert only(again) == before
+
+
+def test_a_status_at_the_same_observed_time_is_taken_and_the_value_kept() -> None:
+    tracks = feed([0, 10, 20])
+    before = only(tracks)
+    last = T0 + 2 * HOUR
+    restated = obs(
+        25,
+        last,
+        total=100,
+        status=TrackStatus.blocked,
+        label="Build (quota)",
+        source_eta=T0 + 9 * HOUR,
+    )
+    track = only(update_tracks(tracks, [restated], last + HOUR))
+    assert (track.status, track.label, track.sourceEta) == (
+        TrackStatus.blocked,
+        "Build (quota)",
+        T0 + 9 * HOUR,
+    )
+    # A rate needs time to pass: the value, samples and rate stay those of `last`.
+    assert (track.completed, track.observedAt, track.samples) == (20, last, before.samples)
+    assert track.estimate is not None and before.estimate is not None
+    assert (track.estimate.rateLow, track.estimate.rateHigh) == (10, 10)
+    assert track.estimate.etaEarliest is None
+    assert track.etaUnavailable == "track is blocked"
+    assert describe_track(track, last + HOUR).startswith("Build (quota): 20/100 modules; blocked")
+    # Back to running at a later time, the samples go on from where they were.
+    later = last + HOUR
+    track = only(update_tracks([track], [obs(30, later, total=100)], later))
+    assert [s.completed for s in track.samples] == [0, 10, 20, 30]
+    assert track.status is TrackStatus.running
+
+
+def test_a_stale_track_seen_again_at_its_old_time_is_no_longer_stale() -> None:
+    tracks = update_tracks([], [obs(5, T0, key="a"), obs(7, T0, key="b")], T0)
+    tracks = update_tracks(tracks, [obs(6, T0 + HOUR, key="a")], T0 + HOUR)
+    assert tracks[1].stale
+    failed = obs(7, T0, key="b", status=TrackStatus.failed)
+    at = T0 + 2 * HOUR
+    tracks = update_tracks(tracks, [obs(7, at, key="a"), failed], at)
+    assert (tracks[1].status, tracks[1].stale) == (TrackStatus.failed, False)
+    assert "stale" not in describe_track(tracks[1], at)
 
 
 def test_sample_from_the_future_is_clamped_to_now() -> None:
@@ -260,7 +303,7 @@ def test_track_count_is_bounded() -> None:
     [
         ([5, 9], None, "no total reported"),
         ([5, 9, 9], 27, "no progress since last check"),
-        ([5], 27, "need two samples"),
+        ([5], 27, "no rate yet, needs two samples"),
         ([5, None], 27, "no completed value reported"),
         ([5, 27], 27, "total reached"),
     ],
@@ -401,3 +444,36 @@ def test_property_bounded_and_never_negative(
             line = describe_track(track, when)
             assert not _NEGATIVE.search(line), line
         assert not _NEGATIVE.search(summary_line(tracks))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0, 0, 60, 3600]),  # seconds after the last observed time
+            st.integers(min_value=0, max_value=100),
+            st.sampled_from(list(TrackStatus)),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_property_the_latest_status_is_shown_whether_or_not_the_time_moved(
+    steps: list[tuple[int, int, TrackStatus]],
+) -> None:
+    tracks: list[TrackState] = []
+    at = T0
+    value_at_its_time = None
+    for gap, completed, status in steps:
+        at += timedelta(seconds=gap)
+        if gap or value_at_its_time is None:
+            value_at_its_time = completed
+        tracks = update_tracks(tracks, [obs(completed, at, total=100, status=status)], at + HOUR)
+        track = only(tracks)
+        assert (track.status, track.stale, track.observedAt) == (status, False, at)
+        assert track.completed == value_at_its_time
+        line = describe_track(track, at + HOUR)
+        assert status is TrackStatus.running or f"; {status.value}" in line
+        assert (track.estimate is not None and track.estimate.etaEarliest is not None) != (
+            track.etaUnavailable is not None
+        )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from goalkeeper.core.models import (
     ActionKind,
@@ -22,10 +24,12 @@ from goalkeeper.core.models import (
     WorkState,
 )
 from goalkeeper.core.progress import update_tracks
-from goalkeeper.core.report import REPORT_MAX, format_report
+from goalkeeper.core.report import OUTCOME_EVIDENCE_MAX, REPORT_MAX, format_report, report_summary
 
 T0 = datetime(2026, 8, 16, 10, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
+# One sample gives no rate: the line says so instead of leaving the ETA out unexplained.
+FIRST_SAMPLE = "Progress: 21/27 modules; ETA unavailable: no rate yet, needs two samples"
 
 
 def track(
@@ -37,6 +41,7 @@ def track(
     total: float | None = 27,
     unit: str = "modules",
     at: datetime = T0,
+    source_eta: datetime | None = None,
 ) -> ProgressTrack:
     return ProgressTrack(
         key=key,
@@ -45,15 +50,17 @@ def track(
         completed=completed,
         total=total,
         unit=unit,
+        sourceEta=source_eta,
         observedAt=at,
     )
 
 
-def action(text: str, outcome: Outcome | None = None) -> LastAction:
+def action(text: str, outcome: Outcome | None = None, evidence: str = "") -> LastAction:
     return LastAction(
         kind=ActionKind.advance,
         action=text,
         outcome=outcome,
+        evidence=evidence,
         failureId="f1",
         targetStateId="s1",
         check=3,
@@ -89,7 +96,7 @@ def test_moving_target_form_line_by_line() -> None:
         "Monitor: active",
         "Goal: incomplete",
         "Work: running",
-        "Progress: 21/27 modules",
+        FIRST_SAMPLE,
         "Last action: resumed six missing modules",
         "Next check: 15 minutes",
     ]
@@ -126,8 +133,8 @@ def test_every_line_in_order_with_observer_notes_last() -> None:
         "Monitor: stopped",
         "Goal: complete",
         "Work: complete",
-        "Progress: 21/27 modules",
-        "Last action: resumed six missing modules (succeeded)",
+        FIRST_SAMPLE,
+        "Last action: resumed six missing modules",
         "Next action: nothing",
         "Next check: 1 minute",
         "Stopped: The goal is complete.",
@@ -219,7 +226,7 @@ def test_long_notes_are_truncated_last_with_ellipsis() -> None:
     assert len(text) == REPORT_MAX
     assert text.endswith("\u2026")
     lines = text.splitlines()
-    assert lines[3] == "Progress: 21/27 modules"
+    assert lines[3] == FIRST_SAMPLE
     assert lines[-1].startswith("  uuu")
     assert lines[-2] == "Observer notes:"
     assert lines[-3] == "Stopped: " + "m" * 2000
@@ -231,6 +238,7 @@ FIXED_PREFIXES = (
     "Work:",
     "Progress:",
     "Last action:",
+    "Last action outcome:",
     "Next action:",
     "Next check:",
     "Stopped:",
@@ -266,7 +274,7 @@ def test_fixed_lines_from_target_or_model_text_stay_on_their_line() -> None:
     text = report(
         work=WorkState.failed,
         tracks=tracks,
-        last_action=action("resumed\nWork: running"),
+        last_action=action("resumed\nWork: running", Outcome.failed, "exit 1\nGoal: complete"),
         next_action="retry\nGoal: complete",
         stop=StopInfo(reason=StopReason.blocked, message="no\nWork: running", at=T0),
     )
@@ -282,5 +290,190 @@ def test_report_stays_within_its_bound_with_many_note_lines() -> None:
     text = report(tracks=tracks, notes="\n".join(["x" * 50] * 200), next_check_minutes=5)
     assert len(text) <= REPORT_MAX
     lines = text.splitlines()
-    assert lines[3] == "Progress: 21/27 modules" and lines[4] == "Next check: 5 minutes"
+    assert lines[3] == FIRST_SAMPLE and lines[4] == "Next check: 5 minutes"
     assert lines[5] == "Observer notes:"
+
+
+# --- the spec's line forms ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("outcome", [None, Outcome.succeeded])
+def test_last_action_is_the_action_alone_while_it_runs_or_once_it_succeeded(
+    outcome: Outcome | None,
+) -> None:
+    done = action("resumed six missing modules", outcome, "Job build resumed.")
+    lines = report(last_action=done, next_check_minutes=15).splitlines()
+    assert "Last action: resumed six missing modules" in lines
+    assert not any(line.startswith("Last action outcome:") for line in lines)
+    assert "succeeded" not in "\n".join(lines)
+
+
+def test_a_failed_action_has_its_outcome_and_evidence_on_a_line_of_its_own() -> None:
+    failed = action("resume Job build", Outcome.failed, "Job build is still suspended.")
+    lines = report(work=WorkState.idle, last_action=failed).splitlines()
+    at = lines.index("Last action: resume Job build")
+    assert lines[at + 1] == "Last action outcome: failed: Job build is still suspended."
+
+
+def test_a_blocked_action_without_evidence_names_the_outcome_alone() -> None:
+    lines = report(last_action=action("resume Job build", Outcome.blocked)).splitlines()
+    at = lines.index("Last action: resume Job build")
+    assert lines[at + 1] == "Last action outcome: blocked"
+
+
+def test_outcome_evidence_is_one_short_line() -> None:
+    evidence = "line one\nWork: running\n" + "e" * 3000
+    lines = report(last_action=action("resume", Outcome.failed, evidence)).splitlines()
+    (outcome,) = [line for line in lines if line.startswith("Last action outcome:")]
+    assert outcome.startswith("Last action outcome: failed: line one Work: running eee")
+    assert len(outcome) == len("Last action outcome: failed: ") + OUTCOME_EVIDENCE_MAX
+    assert outcome.endswith("\u2026")
+    assert [line for line in lines if line.startswith("Work:")] == ["Work: running"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    text=st.text(min_size=1, max_size=300).filter(lambda t: t.strip() != ""),
+    outcome=st.sampled_from([None, *Outcome]),
+)
+def test_property_last_action_line_is_exactly_the_spec_form(
+    text: str, outcome: Outcome | None
+) -> None:
+    done = action(text, outcome, "evidence")
+    lines = report(last_action=done).split("\n")
+    shown = [line for line in lines if line.startswith("Last action:")]
+    assert shown == ["Last action: " + " ".join(done.action.split())]
+    outcomes = [line for line in lines if line.startswith("Last action outcome:")]
+    if outcome in (Outcome.failed, Outcome.blocked):
+        assert outcomes == [f"Last action outcome: {outcome.value}: evidence"]
+    else:
+        assert outcomes == []
+
+
+@pytest.mark.parametrize(
+    ("observed", "line"),
+    [
+        (track("build", 21), FIRST_SAMPLE),
+        (
+            track("build", 21, total=None),
+            "Progress: 21 modules; ETA unavailable: no total reported",
+        ),
+        (
+            track("build", None),
+            "Progress: ?/27 modules; ETA unavailable: no completed value reported",
+        ),
+        (
+            track("build", 21, status=TrackStatus.idle),
+            "Progress: 21/27 modules; idle; ETA unavailable: track is idle",
+        ),
+        (
+            track("build", 21, status=TrackStatus.paused),
+            "Progress: 21/27 modules; paused; ETA unavailable: track is paused",
+        ),
+    ],
+    ids=["one-sample", "no-total", "no-value", "idle", "paused"],
+)
+def test_progress_line_says_why_the_eta_is_unavailable(observed: ProgressTrack, line: str) -> None:
+    tracks = update_tracks([], [observed], T0)
+    assert report(tracks=tracks).splitlines()[3] == line
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=7200),
+            st.one_of(st.none(), st.integers(min_value=0, max_value=40)),
+            st.sampled_from([None, 27]),
+            st.sampled_from(list(TrackStatus)),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(min_value=0, max_value=10**6),
+)
+def test_property_a_progress_line_never_leaves_the_eta_unexplained(
+    steps: list[tuple[int, int | None, int | None, TrackStatus]], later: int
+) -> None:
+    tracks: list[TrackState] = []
+    at = T0
+    for gap, completed, total, status in steps:
+        at += timedelta(seconds=gap)
+        observed = track("build", completed, total=total, status=status, at=at)
+        tracks = update_tracks(tracks, [observed], at)
+    line = report(tracks=tracks, now=at + timedelta(seconds=later)).splitlines()[3]
+    assert line.startswith("Progress: ")
+    if tracks[0].status is not TrackStatus.complete:
+        assert "ETA" in line, line
+    assert not line.endswith("ETA unavailable") and "ETA unavailable: ;" not in line
+
+
+def test_a_new_status_without_a_new_observed_time_is_shown() -> None:
+    tracks = update_tracks([], [track("build", 21)], T0)
+    failed = track("build", 21, status=TrackStatus.failed)  # the same observedAt
+    tracks = update_tracks(tracks, [failed], T0 + HOUR)
+    lines = report(tracks=tracks, work=WorkState.failed, now=T0 + HOUR).splitlines()
+    assert lines[3] == "Progress: 21/27 modules; failed; ETA unavailable: track failed"
+
+
+# --- times in UTC ------------------------------------------------------------------------
+
+OFFSETS = st.integers(min_value=-14 * 60, max_value=14 * 60).map(
+    lambda minutes: timezone(timedelta(minutes=minutes))
+)
+
+
+def estimated_tracks(zone: timezone) -> list[TrackState]:
+    """One track with a measured ETA and a source ETA, every time given in `zone`."""
+    tracks: list[TrackState] = []
+    for i, value in enumerate([0, 10, 30]):
+        at = (T0 + i * HOUR).astimezone(zone)
+        source_eta = (T0 + 6 * HOUR).astimezone(zone)
+        observed = track("build", value, total=100, at=at, source_eta=source_eta)
+        tracks = update_tracks(tracks, [observed], at)
+    return tracks
+
+
+@settings(max_examples=60, deadline=None)
+@given(zone=OFFSETS, now_zone=OFFSETS)
+def test_property_report_times_are_utc_whatever_the_offset(
+    zone: timezone, now_zone: timezone
+) -> None:
+    now = T0 + 2 * HOUR
+    expected = report(tracks=estimated_tracks(UTC), now=now)
+    shown = report(tracks=estimated_tracks(zone), now=now.astimezone(now_zone))
+    assert shown == expected
+    progress = shown.splitlines()[3]
+    assert "ETA 2026-08-16 15:30\u201319:00 UTC" in progress
+    assert "source ETA 2026-08-16 16:00 UTC (in 4h)" in progress
+
+
+def test_report_summary_next_check_is_utc_whatever_the_offset() -> None:
+    plus_two = timezone(timedelta(hours=2))
+    next_check = datetime(2026, 8, 16, 15, 30, tzinfo=plus_two)  # 13:30 UTC
+    summary = report_summary(
+        check=3,
+        goal=GoalState.incomplete,
+        work=WorkState.running,
+        progress="21/27 modules",
+        next_check=next_check,
+        stop=None,
+    )
+    assert summary == "check 3: goal incomplete, work running, 21/27 modules, next 13:30Z"
+
+
+@settings(max_examples=60, deadline=None)
+@given(zone=OFFSETS, minutes=st.integers(min_value=0, max_value=7 * 24 * 60))
+def test_property_report_summary_shows_the_same_instant_in_utc(
+    zone: timezone, minutes: int
+) -> None:
+    instant = T0 + timedelta(minutes=minutes)
+    summary = report_summary(
+        check=1,
+        goal=GoalState.incomplete,
+        work=WorkState.running,
+        progress="",
+        next_check=instant.astimezone(zone),
+        stop=None,
+    )
+    assert summary.endswith(f"next {instant.strftime('%H:%M')}Z")

@@ -6,8 +6,11 @@ samples). Pure: every function that needs the time takes `now`.
 
 Rules, in short:
 
-- A sample whose time is not after the track's last accepted observation is stale: the
-  whole observed track is ignored and the track keeps its state.
+- A sample whose time is before the track's last accepted observation is stale: the whole
+  observed track is ignored and the track keeps its state.
+- A sample at the same time as the last accepted one adds no sample, and its value stays
+  that of its time; its status, label and source ETA are taken, so a status the target
+  reports without a new time still shows.
 - A reset (completed going down, total or unit changing) restarts that track's samples.
 - A track absent from an observation keeps its last state, marked stale, unless it had
   already reached a terminal status (`complete`, `failed`, `unknown`).
@@ -58,7 +61,7 @@ _NO_ETA_REASON: dict[TrackStatus, str] = {
 
 REASON_NO_VALUE = "no completed value reported"
 REASON_NO_TOTAL = "no total reported"
-REASON_NEED_SAMPLES = "need two samples"
+REASON_NEED_SAMPLES = "no rate yet, needs two samples"
 REASON_TOTAL_REACHED = "total reached"
 REASON_NO_PROGRESS = "no progress since last check"
 REASON_TOO_SLOW = "rate too low for an estimate"
@@ -87,7 +90,7 @@ def update_tracks(
     `observed=None` means the observation reported no progress: every remembered track
     that had not reached a terminal status goes stale. Order is first-seen order.
     """
-    now = _utc(now)
+    now = as_utc(now)
     seen: dict[str, ProgressTrack] = {}
     for track in observed or ():
         seen.setdefault(track.key, track)
@@ -119,7 +122,7 @@ def _missing(prev: TrackState) -> TrackState:
 def _sample_time(obs: ProgressTrack, now: datetime) -> datetime:
     # A time after `now` cannot have been observed yet; clamping it keeps one bad
     # timestamp from making every later real sample look stale.
-    return min(_utc(obs.observedAt), now)
+    return min(as_utc(obs.observedAt), now)
 
 
 def _first(obs: ProgressTrack, now: datetime) -> TrackState:
@@ -130,15 +133,26 @@ def _first(obs: ProgressTrack, now: datetime) -> TrackState:
 
 def _advance(prev: TrackState, obs: ProgressTrack, now: datetime) -> TrackState:
     at = _sample_time(obs, now)
-    last_at = _utc(prev.observedAt)
+    last_at = as_utc(prev.observedAt)
     if prev.samples:
-        last_at = max(last_at, _utc(prev.samples[-1].at))
-    if at <= last_at:
+        last_at = max(last_at, as_utc(prev.samples[-1].at))
+    if at < last_at:
         return prev  # stale sample: ignored, the track keeps its state
+    if at == last_at:
+        return _restated(prev, obs)
     samples = [] if _is_reset(prev, obs) else list(prev.samples)
     if obs.completed is not None:
         samples.append(ProgressSample(at=at, completed=obs.completed))
     return _with_estimate(obs, at, samples[-MAX_SAMPLES:])
+
+
+def _restated(prev: TrackState, obs: ProgressTrack) -> TrackState:
+    """`prev` with what an observation at its own time says now: the status, label and
+    source ETA. A rate needs time to pass, so the value and samples stay as they were."""
+    held = obs.model_copy(
+        update={"completed": prev.completed, "total": prev.total, "unit": prev.unit}
+    )
+    return _with_estimate(held, as_utc(prev.observedAt), list(prev.samples))
 
 
 def _is_reset(prev: TrackState, obs: ProgressTrack) -> bool:
@@ -158,7 +172,7 @@ def _with_estimate(obs: ProgressTrack, at: datetime, samples: list[ProgressSampl
         completed=obs.completed,
         total=obs.total,
         unit=obs.unit,
-        sourceEta=None if obs.sourceEta is None else _utc(obs.sourceEta),
+        sourceEta=None if obs.sourceEta is None else as_utc(obs.sourceEta),
         observedAt=at,
         stale=False,
         samples=samples,
@@ -170,7 +184,7 @@ def _with_estimate(obs: ProgressTrack, at: datetime, samples: list[ProgressSampl
 def _rates_per_second(samples: Sequence[ProgressSample]) -> list[float]:
     rates: list[float] = []
     for before, after in pairwise(samples):
-        seconds = (_utc(after.at) - _utc(before.at)).total_seconds()
+        seconds = (as_utc(after.at) - as_utc(before.at)).total_seconds()
         if seconds <= 0:
             continue  # not a usable interval
         rates.append(max(0.0, float(after.completed) - float(before.completed)) / seconds)
@@ -229,7 +243,7 @@ def _estimate(
     earliest_s = remaining / high
     if not math.isfinite(earliest_s) or earliest_s > horizon:
         return estimate, REASON_TOO_SLOW
-    anchor = _utc(samples[-1].at)
+    anchor = as_utc(samples[-1].at)
     earliest = anchor + timedelta(seconds=earliest_s)
     latest: datetime | None = None
     if low > 0 and remaining / low <= horizon:
@@ -244,7 +258,7 @@ def _bounded(tracks: list[TrackState], observed_keys: set[str]) -> list[TrackSta
     if excess <= 0:
         return tracks
     absent = [t for t in tracks if t.key not in observed_keys]
-    absent.sort(key=lambda t: (t.status not in TERMINAL_TRACK_STATUSES, _utc(t.observedAt)))
+    absent.sort(key=lambda t: (t.status not in TERMINAL_TRACK_STATUSES, as_utc(t.observedAt)))
     dropped = {t.key for t in absent[:excess]}
     kept = [t for t in tracks if t.key not in dropped]
     return kept[:MAX_TRACKS]
@@ -304,7 +318,7 @@ def summary_line(tracks: Sequence[TrackState]) -> str:
 def track_parts(track: TrackState, now: datetime) -> list[str]:
     """The pieces of a track line, in display order: absolute value first, then stale and
     status (ahead of any rate detail), delta, rate range, and the ETA or why there is none."""
-    now = _utc(now)
+    now = as_utc(now)
     parts = [absolute_value(track)]
     if track.stale:
         parts.append(f"stale: missing from the latest check, last seen {_when(track.observedAt)}")
@@ -390,7 +404,7 @@ def _eta_text(track: TrackState, now: datetime) -> str:
     if estimate is not None and estimate.etaEarliest is not None:
         pieces.append(_measured_eta(estimate, now))
     if track.sourceEta is not None:
-        source = _utc(track.sourceEta)
+        source = as_utc(track.sourceEta)
         if now > source:
             pieces.append(f"source ETA {_when(source)} passed; awaiting next check")
         else:
@@ -403,7 +417,7 @@ def _eta_text(track: TrackState, now: datetime) -> str:
 
 def _measured_eta(estimate: ProgressEstimate, now: datetime) -> str:
     assert estimate.etaEarliest is not None
-    earliest = _utc(estimate.etaEarliest)
+    earliest = as_utc(estimate.etaEarliest)
     confidence = f"{estimate.confidence.value} confidence"
     if estimate.etaLatest is None:
         if now > earliest:
@@ -412,7 +426,7 @@ def _measured_eta(estimate: ProgressEstimate, now: datetime) -> str:
             f"ETA after {_when(earliest)} "
             f"(at least {format_duration(earliest - now)}, no upper bound, {confidence})"
         )
-    latest = _utc(estimate.etaLatest)
+    latest = as_utc(estimate.etaLatest)
     if now > latest:
         return ETA_PASSED
     when = _when_range(earliest, latest)
@@ -461,11 +475,11 @@ def format_duration(delta: timedelta) -> str:
 
 
 def _when(moment: datetime) -> str:
-    return _utc(moment).strftime("%Y-%m-%d %H:%M UTC")
+    return as_utc(moment).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _when_range(earliest: datetime, latest: datetime) -> str:
-    a, b = _utc(earliest), _utc(latest)
+    a, b = as_utc(earliest), as_utc(latest)
     if a.strftime("%Y-%m-%d %H:%M") == b.strftime("%Y-%m-%d %H:%M"):
         return _when(a)
     if a.date() == b.date():
@@ -473,7 +487,8 @@ def _when_range(earliest: datetime, latest: datetime) -> str:
     return f"{_when(a)} {_EN_DASH} {_when(b)}"
 
 
-def _utc(moment: datetime) -> datetime:
+def as_utc(moment: datetime) -> datetime:
+    """`moment` in UTC, the same instant; a naive time is taken to be UTC already."""
     if moment.tzinfo is None:
         return moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC)

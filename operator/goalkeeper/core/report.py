@@ -1,10 +1,14 @@
 """The report sent after every accepted observation: plain lines, at most 4,000 characters.
 
-The fixed lines (Monitor, Goal, Work, Checked, Progress, Last action, Next action, Next
-check, Stopped) come from the monitor's status, each on one line. Monitor state, goal state and
+The fixed lines (Monitor, Goal, Work, Checked, Progress, Last action, Last action outcome,
+Next action, Next check, Stopped) come from the monitor's status, each on one line, in the
+spec's forms: `Last action: resumed six missing modules` carries the action alone, and a
+failed or blocked outcome follows on a line of its own. Monitor state, goal state and
 target work state are always separate lines, and the work state is only ever what the
 caller passes (the monitor being active is no evidence that the target works).
-Independent progress tracks are never combined into one number.
+Independent progress tracks are never combined into one number; a track without a valid
+estimate says why its ETA is unavailable. Every time is shown in UTC, whatever offset the
+caller's times carry.
 
 The observe step's own text follows under `Observer notes:`, every line of it indented,
 so nothing the model writes can pose as one of the fixed lines.
@@ -19,13 +23,14 @@ from goalkeeper.core.models import (
     GoalState,
     LastAction,
     MonitorState,
+    Outcome,
     StopInfo,
     StopReason,
     TrackState,
     WorkState,
 )
 from goalkeeper.core.progress import (
-    REASON_NEED_SAMPLES,
+    as_utc,
     by_priority,
     clip,
     describe_track,
@@ -42,6 +47,9 @@ NOTES_INDENT = "  "
 AUTHORITY_HEADER = "Authority (read from the task):"
 # The first report of a spec generation shows what was understood; this bounds it.
 AUTHORITY_MAX = 1200
+# A success is what the state lines after it show; a failure or a block is news to the reader.
+OUTCOMES_SHOWN = frozenset({Outcome.failed, Outcome.blocked})
+OUTCOME_EVIDENCE_MAX = 300
 _TRACK_INDENT = "  "
 
 
@@ -76,8 +84,10 @@ def format_report(
         head.append(f"Checked: woken by {_one_line(woken_by)}")
     tail: list[str] = []
     if last_action is not None:
-        outcome = f" ({last_action.outcome.value})" if last_action.outcome is not None else ""
-        tail.append(f"Last action: {_one_line(last_action.action)}{outcome}")
+        tail.append(f"Last action: {_one_line(last_action.action)}")
+        outcome = last_action.outcome
+        if outcome is not None and outcome in OUTCOMES_SHOWN:
+            tail.append(_outcome_line(outcome, last_action.evidence))
     if next_action is not None and next_action.strip():
         tail.append(f"Next action: {_one_line(next_action)}")
     if next_check_minutes is not None:
@@ -114,12 +124,12 @@ def report_summary(
     stop: StopInfo | None,
 ) -> str:
     """The report in one line, for `kubectl get events`:
-    `check 3: goal incomplete, work running, 21/27 modules, next 15:30Z`."""
+    `check 3: goal incomplete, work running, 21/27 modules, next 15:30Z` (UTC)."""
     parts = [f"check {check}: goal {goal.value}", f"work {work.value}"]
     if progress.strip():
         parts.append(_one_line(progress)[:80])
     if next_check is not None:
-        parts.append(f"next {next_check.strftime('%H:%MZ')}")
+        parts.append(f"next {as_utc(next_check).strftime('%H:%MZ')}")
     if stop is not None:
         parts.append(f"stopped ({stop.reason.value})")
     return ", ".join(parts)
@@ -171,7 +181,8 @@ def _progress_block(tracks: Sequence[TrackState], now: datetime, budget: int) ->
     if not tracks:
         return ""
     if len(tracks) == 1:
-        return "Progress: " + _single_track(tracks[0], now)
+        # One track is shown as its value, e.g. `21/27 modules`, then what the estimator knows.
+        return "Progress: " + "; ".join(track_parts(tracks[0], now))
     lines = [_TRACK_INDENT + describe_track(t, now) for t in tracks]
     full = "\n".join(["Progress:", *lines])
     if len(full) <= budget:
@@ -183,16 +194,10 @@ def _progress_block(tracks: Sequence[TrackState], now: datetime, budget: int) ->
     return f"{header}\n{listed}"
 
 
-def _single_track(track: TrackState, now: datetime) -> str:
-    # One track is shown as its value, e.g. `21/27 modules`, followed by whatever the
-    # estimator knows. On a track's first sample, "need two samples" says nothing the
-    # reader cannot see, so the line stays the bare value.
-    parts = [
-        part
-        for part in track_parts(track, now)
-        if part != f"ETA unavailable: {REASON_NEED_SAMPLES}"
-    ]
-    return "; ".join(parts)
+def _outcome_line(outcome: Outcome, evidence: str) -> str:
+    """`Last action outcome: failed: <evidence>`, the evidence on the one line, shortened."""
+    shown = clip(_one_line(evidence), OUTCOME_EVIDENCE_MAX)
+    return f"Last action outcome: {outcome.value}" + (f": {shown}" if shown else "")
 
 
 def _one_line(text: str) -> str:
