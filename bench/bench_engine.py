@@ -10,18 +10,34 @@ from __future__ import annotations
 import timeit
 from datetime import UTC, datetime, timedelta
 
-from tests.support.observations import observation_dict, track
+from tests.support.observations import TASK, extraction, observation_dict, track
 
-from goalkeeper.core.engine import ObservationAccepted, Started, TimerDue, decide
-from goalkeeper.core.models import MonitorSpec, MonitorStatus, Observation
+from goalkeeper.core.engine import (
+    AuthorityExtracted,
+    ObservationAccepted,
+    Started,
+    TimerDue,
+    decide,
+)
+from goalkeeper.core.models import (
+    TRACKS_MAX,
+    AuthorityExtraction,
+    MonitorSpec,
+    MonitorStatus,
+    Observation,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-SPEC = MonitorSpec(task="Finish the nightly build.", everyMinutes=15)
+SPEC = MonitorSpec(task=TASK, everyMinutes=15)
 
 
 def waiting_status(tracks: int) -> tuple[MonitorStatus, Observation]:
     """A monitor with 8 checks of history on `tracks` tracks, and its next observation."""
     status = decide(SPEC, MonitorStatus(), Started(1), T0).status
+    # The task is read first; the checks follow once its authority is recorded.
+    assert status.step is not None
+    found = AuthorityExtraction.model_validate(extraction())
+    status = decide(SPEC, status, AuthorityExtracted(status.step.seq, found), T0).status
     body = observation_dict("wait")
     for check in range(8):
         now = T0 + timedelta(minutes=15 * check)
@@ -45,9 +61,9 @@ def per_call(fn: object, number: int) -> float:
 
 def main() -> None:
     rows = []
-    for tracks in (0, 1, 16, 256):
+    for tracks in (0, 1, 16, TRACKS_MAX):
         status, obs = waiting_status(tracks)
-        assert status.step is not None
+        assert status.step is not None and status.checks == 8, "every check was accepted"
         event = ObservationAccepted(status.step.seq, obs)
         number = 200 if tracks < 100 else 20
         decision = per_call(

@@ -82,6 +82,12 @@ def _logs(args: argparse.Namespace) -> int:
     return show_logs(args.monitor, args.namespace)
 
 
+def _history(args: argparse.Namespace) -> int:
+    from goalkeeper.history import show_history
+
+    return show_history(args.monitor, args.namespace)
+
+
 def _answer(args: argparse.Namespace) -> int:
     from goalkeeper.approvals import answer
     from goalkeeper.core.models import ApprovalDecision
@@ -89,6 +95,12 @@ def _answer(args: argparse.Namespace) -> int:
     decision = ApprovalDecision.approve if args.command == "approve" else ApprovalDecision.reject
     amount = getattr(args, "amount", None)
     return answer(args.monitor, args.namespace, decision, amount=amount, reason=args.reason)
+
+
+def _control(args: argparse.Namespace) -> int:
+    from goalkeeper.control import Control, run_control
+
+    return run_control(Control(args.command), args.monitor, args.namespace)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     logs_cmd.add_argument("-n", "--namespace", default="default")
     logs_cmd.set_defaults(func=_logs)
 
+    history_cmd = sub.add_parser(
+        "history", help="print every kept check's report, with its time and step, oldest first"
+    )
+    history_cmd.add_argument("monitor", help="the Monitor's name")
+    history_cmd.add_argument("-n", "--namespace", default="default")
+    history_cmd.set_defaults(func=_history)
+
     for verb, what in (("approve", "approve"), ("reject", "reject")):
         answer_cmd = sub.add_parser(
             verb, help=f"{what} the paid action a monitor awaits approval for, as yourself"
@@ -147,6 +166,18 @@ def build_parser() -> argparse.ArgumentParser:
                 help="what to add to the cost ceiling for this action (default: what it asks)",
             )
         answer_cmd.set_defaults(func=_answer)
+
+    for verb, what in (
+        ("pause", "pause a monitor: its running step finishes, then nothing launches"),
+        ("resume", "resume a paused monitor: it checks at once"),
+        ("check", "make a waiting monitor check now"),
+    ):
+        control_cmd = sub.add_parser(verb, help=what)
+        control_cmd.add_argument("monitor", help="the Monitor's name")
+        control_cmd.add_argument(
+            "-n", "--namespace", help="default: the current kubeconfig context's namespace"
+        )
+        control_cmd.set_defaults(func=_control)
 
     return parser
 

@@ -2,8 +2,9 @@
 
 The converter turns pydantic's JSON schema into a Kubernetes structural schema: references
 inlined, optional values `nullable`, no `title`/`additionalProperties: false`, the
-trimmed-text bound of the models expressed as CEL rules on the Monitor spec, and an
-immutable model (the MonitorStep spec) as a CEL rule that refuses any change of it.
+trimmed-text bound of the models expressed as CEL rules on the Monitor spec (the raw text
+there may carry any amount of surrounding whitespace), and an immutable model (the
+MonitorStep spec) as a CEL rule that refuses any change of it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ Schema = dict[str, Any]
 
 
 def structural(model: type[BaseModel], *, cel: bool) -> Schema:
-    """The model's schema as an apiextensions v1 structural schema."""
+    """The model's schema as an apiextensions v1 structural schema.
+
+    `cel`: the schema checks what people write, so a trimmed-text bound becomes CEL rules
+    on the trimmed text. Without it the values are goalkeeper's own, stored trimmed, and
+    `maxLength` holds the bound.
+    """
     raw = model.model_json_schema(mode="validation")
     definitions = raw.pop("$defs", {})
     return _convert(raw, definitions, cel=cel)
@@ -111,6 +117,9 @@ def _convert(node: Schema, definitions: dict[str, Schema], *, cel: bool) -> Sche
     rules: list[Schema] = []
     if cel and TRIMMED_MARKER in node:
         limit = node[TRIMMED_MARKER]
+        # The whitespace around the text is not counted, however much of it there is; the
+        # API server's request size bounds the raw text and the rules' CEL cost.
+        del out["maxLength"]
         rules += [
             {"rule": "self.trim().size() > 0", "message": "must not be blank"},
             {

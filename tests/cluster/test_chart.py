@@ -25,6 +25,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from goalkeeper import __version__
 from tests.e2e.harness import (
     Cluster,
     Facts,
@@ -214,19 +215,27 @@ def test_values_reach_the_operator(offline_helm: Helm) -> None:
         "--set", "model.apiKeySecret.name=llm",
         "--set", "probes.enabled=true",
         "--set", "stallChecks=5",
+        "--set", "stepRetrySeconds=3",
+        "--set", "failureWindowSeconds=3600",
+        "--set", "invalidAnswersLimit=7",
+        "--set", "brakeActs=4",
         "--set", "wakeIntervalSeconds=30",
         "--set", "approvalTimeout=24h",
     )  # fmt: skip
     env = env_of(docs)
     assert env["GOALKEEPER_ACTOR_SERVICE_ACCOUNT"] == "robot"
     assert env["GOALKEEPER_STALL_CHECKS"] == "5"
+    assert env["GOALKEEPER_STEP_RETRY_SECONDS"] == "3"
+    assert env["GOALKEEPER_FAILURE_WINDOW_SECONDS"] == "3600"
+    assert env["GOALKEEPER_INVALID_ANSWERS_LIMIT"] == "7"
+    assert env["GOALKEEPER_BRAKE_ACTS"] == "4"
     assert env["GOALKEEPER_WAKE_INTERVAL_SECONDS"] == "30"
     assert env["GOALKEEPER_APPROVAL_TIMEOUT"] == "24h"
     assert env["GOALKEEPER_TOTAL_TOKENS_LIMIT"] == "2000000"
     assert env["GOALKEEPER_COST_LIMIT_USD"] == "0.5"
     assert env["GOALKEEPER_MODEL"] == "anthropic:claude"
     assert env["GOALKEEPER_MODEL_API_KEY_SECRET"] == "llm"
-    assert env["GOALKEEPER_STEP_IMAGE"] == "goalkeeper:0.1.0"
+    assert env["GOALKEEPER_STEP_IMAGE"] == f"goalkeeper:{__version__}"
     actor_policies = [
         d
         for d in docs

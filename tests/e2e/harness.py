@@ -259,14 +259,34 @@ def _results_since_user(body: dict[str, Any]) -> list[str]:
     ]
 
 
+# How an operator runs from another checkout's code (`code`): its first log line says where
+# goalkeeper was imported from, so a test can prove which code ran.
+RUN_FROM_CODE = (
+    "import sys, goalkeeper\n"
+    "print(f'goalkeeper {goalkeeper.__version__} from {goalkeeper.__file__}', flush=True)\n"
+    "from goalkeeper.cli import main\n"
+    "sys.exit(main())"
+)
+
+
 class OperatorProcess:
     def __init__(
-        self, kubeconfig: Path, namespace: str, model: ModelServer, log_dir: Path, **env: str
+        self,
+        kubeconfig: Path,
+        namespace: str,
+        model: ModelServer,
+        log_dir: Path,
+        *,
+        code: Path | None = None,
+        **env: str,
     ) -> None:
+        """`code`: the operator/ folder of another checkout (an earlier release's) to run
+        instead of this tree's, first on PYTHONPATH, ahead of the venv's editable install."""
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self.model = model
         self.log_dir = log_dir
+        self.code = code
         self.extra_env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -284,15 +304,24 @@ class OperatorProcess:
             "GOALKEEPER_LISTEN_ADDRESS": "127.0.0.1",
             "GOALKEEPER_STEP_DEADLINE_SECONDS": "120",
             "GOALKEEPER_RETRY_BACKOFF_SECONDS": "0.1",
+            # A failed or rejected step is retried after this, doubling (capped at the
+            # monitor's interval): small here, so a test rides out failures in seconds.
+            "GOALKEEPER_STEP_RETRY_SECONDS": "0.5",
             **self.extra_env,
         }
+        command, cwd = [str(BIN / "goalkeeper"), "run", "-v"], ROOT
+        if self.code is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(self.code), os.environ.get("PYTHONPATH", "")) if p
+            )
+            command, cwd = [sys.executable, "-c", RUN_FROM_CODE, "run", "-v"], self.code.parent
         log = (self.log_dir / f"operator-{self.starts}.log").open("wb")
         self.proc = subprocess.Popen(
-            [str(BIN / "goalkeeper"), "run", "-v"],
+            command,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
-            cwd=ROOT,
+            cwd=cwd,
         )
         return self
 

@@ -227,27 +227,46 @@ def test_step_history_is_pruned_to_its_bound(
     assert len(cluster.events("Report")) == 4
 
 
-def test_step_job_that_keeps_failing_stops_after_bounded_retries(
+def test_a_step_job_that_keeps_failing_is_retried_with_growing_delays_until_the_window_ends(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
     # Without its RoleBinding the observer cannot read its MonitorStep: every step pod
     # fails before it can write a result, so only the Job's failure tells the operator.
+    from datetime import datetime
+    from itertools import pairwise
+
     from kubernetes import client
 
+    operator.restart_with(GOALKEEPER_FAILURE_WINDOW_SECONDS="15")
     client.RbacAuthorizationV1Api(cluster.core.api_client).delete_namespaced_role_binding(
         "goalkeeper-observer", cluster.ns
     )
     cluster.target(suspended=False, seconds=0)
     model.default = Scenario(cluster.ns, complete)
     cluster.create_monitor()
-    status = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)
+
+    def failing() -> dict[str, Any] | None:
+        status = cluster.status()
+        return status if (status.get("health") or {}).get("state") == "Failing" else None
+
+    status = wait_until(failing, 120, "the monitor to show Failing", operator.logs)
+    assert status["monitor"] == "active" and "Retrying at" in status["schedule"]["description"]
+    status = wait_until(cluster.stopped, 180, "the failure window to end", operator.logs)
     assert status["stop"]["reason"] == "blocked"
     message = status["stop"]["message"]
-    # The first step, reading the task, is the one that keeps failing.
-    assert "extract step failed 3 times in a row" in message and "Job build-3-extract-" in message
+    assert "Steps have failed to run for" in message and "GOALKEEPER_FAILURE_WINDOW" in message
+    assert "Job build-" in message and "-extract-" in message
     assert status["checks"] == 0
-    assert cluster.step_kinds() == ["extract", "extract", "extract"]
-    assert all((s.get("status") or {}).get("phase") != "Succeeded" for s in cluster.steps())
+    steps = cluster.steps()
+    assert {s["spec"]["kind"] for s in steps} == {"extract"} and len(steps) >= 3
+    # Never back to back: each retry waited longer than the one before.
+    starts = sorted(
+        datetime.fromisoformat(s["metadata"]["annotations"]["goalkeeper.dev/launched-at"])
+        for s in steps
+    )
+    gaps = [b - a for a, b in pairwise(starts)]
+    assert gaps[-1] > gaps[0], gaps
+    assert all((s.get("status") or {}).get("phase") != "Succeeded" for s in steps)
     assert cluster.events("Report") == []
 
 

@@ -117,32 +117,37 @@ def test_failed_steps_and_rejected_observations_are_warning_events(
     assert stop[0].message.startswith("materialBlocker: ") and "What to do:" in stop[0].message
 
 
-def test_a_target_that_runs_without_moving_shows_stalled_with_one_event(
+def test_a_target_whose_progress_moved_then_froze_shows_stalled_with_one_event(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess, control_plane: Any
 ) -> None:
-    # The Job keeps running and the progress ConfigMap never moves: every check says so.
-    cluster.target(suspended=False, seconds=600)
+    # The Job keeps running; its progress ConfigMap moves once, then never again.
+    cluster.target(suspended=False, seconds=600, done=20)
     model.default = Scenario(cluster.ns, running)
     cluster.create_monitor(everyMinutes=1, maxChecks=20)
+    wait_until(lambda: cluster.status().get("checks", 0) >= 1, 120, "the first check")
+    assert (cluster.status().get("health") or {}).get("state") == "Healthy"
+    cluster.core.patch_namespaced_config_map("build-progress", cluster.ns, {"data": {"done": "21"}})
 
     def stalled() -> dict[str, Any] | None:
         status = cluster.status()
         return status if (status.get("health") or {}).get("state") == "Stalled" else None
 
-    status = wait_until(stalled, 120, "the monitor to show Stalled", operator.logs)
-    # Three checks in a row after the first saw nothing move (the default threshold).
-    assert status["health"]["stalledChecks"] == 3 and status["checks"] == 4
+    status = wait_until(stalled, 180, "the monitor to show Stalled", operator.logs)
+    # Three checks in a row after the one that saw it move (the default threshold).
+    assert status["health"]["stalledChecks"] == 3 and status["health"]["progressMoved"]
     assert row(control_plane, cluster.ns)["HEALTH"] == "Stalled"
     (healthy,) = [c for c in status["conditions"] if c["type"] == "Healthy"]
     assert (healthy["status"], healthy["reason"]) == ("False", "Stalled")
     health = events(cluster, "Health")
     assert len(health) == 1 and health[0].type == "Warning"
     assert health[0].message.startswith("Health Healthy -> Stalled: The target claims running")
+    stalled_at = status["checks"]
 
     # The next observe step is told, and what it may do: one authorized recovery.
     def told() -> str | None:
-        steps = [s for s in cluster.steps() if s["spec"]["check"] == 5]
+        steps = [s for s in cluster.steps() if s["spec"]["check"] == stalled_at + 1]
         return steps[0]["spec"]["input"].get("health") if steps else None
 
     note = wait_until(told, 60, "the next observe step", operator.logs)
-    assert "nothing it shows moved for 3 checks" in note and "kind recover" in note
+    assert "has not moved for 3 checks" in note and "kind recover" in note
+    assert "keep the work done so far" in note

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +14,7 @@ from goalkeeper.core.engine import (
     ObservationAccepted,
     Started,
     StepFinished,
+    TimerDue,
     decide,
 )
 from goalkeeper.core.models import (
@@ -22,10 +24,20 @@ from goalkeeper.core.models import (
     Observation,
     StepKind,
 )
+from goalkeeper.core.policy import Context, Policy
 from tests.support.observations import TASK, granting, result
 from tests.support.observations import extraction as standard_extraction
 
 T0 = datetime(2026, 8, 16, 10, 15, 30, tzinfo=UTC)
+_POLICY = {f.name for f in fields(Policy)}
+
+
+def knobs(**options: Any) -> dict[str, Any]:
+    """`decide`'s policy and context from one set of keywords (`stall_checks`,
+    `namespace`, ...), each sorted into the value it belongs to."""
+    policy = {k: v for k, v in options.items() if k in _POLICY}
+    context = {k: v for k, v in options.items() if k not in _POLICY}
+    return {"policy": Policy(**policy), "context": Context(**context)}
 
 
 def _reading(effect: object) -> bool:
@@ -62,7 +74,7 @@ class Loop:
         self.extraction = AuthorityExtraction.model_validate(extraction or standard_extraction())
 
     def send(self, event: Event) -> tuple[object, ...]:
-        decision = decide(self.spec, self.status, event, self.now, **self.options)
+        decision = decide(self.spec, self.status, event, self.now, **knobs(**self.options))
         self.status = decision.status
         self.log.extend(e for e in decision.effects if not _reading(e))
         return decision.effects
@@ -97,3 +109,10 @@ class Loop:
 
     def later(self, minutes: float) -> None:
         self.now += timedelta(minutes=minutes)
+
+    def retry(self) -> tuple[object, ...]:
+        """Let the retry the schedule holds come due (a failed or invalid check's)."""
+        schedule = self.status.schedule
+        assert schedule is not None, "no retry is scheduled"
+        self.now = max(self.now, schedule.nextCheckAt)
+        return self.send(TimerDue())

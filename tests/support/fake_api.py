@@ -130,6 +130,13 @@ class FakeApi:
         self._enter("create_step", body["metadata"]["name"])
         return self._create("MonitorStep", namespace, body)
 
+    async def annotate_step(self, namespace: str, name: str, annotations: dict[str, str]) -> Body:
+        self._enter("annotate_step", name)
+        current = self._read("MonitorStep", namespace, name)
+        meta = current["metadata"]
+        meta["annotations"] = merge_patch(meta.get("annotations") or {}, annotations)
+        return self.put("MonitorStep", current)
+
     async def step_history(self, namespace: str, monitor: str, uid: str) -> dict[int, str]:
         self._enter("step_history", monitor)
         return owned_steps(

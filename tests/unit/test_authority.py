@@ -222,14 +222,15 @@ def test_the_first_step_reads_the_task_alone_and_records_what_it_kept() -> None:
     assert "Authority" not in later
 
 
-def test_an_invalid_reading_is_read_again_then_blocks() -> None:
+def test_an_invalid_reading_is_read_again_after_a_delay_then_blocks() -> None:
     from goalkeeper.core.engine import ExtractionRejected
 
-    loop = Loop(granted_by_first_observation=True)
+    loop = Loop(granted_by_first_observation=True, options={"invalid_answers": 3})
     loop.send(Started(generation=1))
     for _ in range(2):
         effects = loop.send(ExtractionRejected(loop.seq, "quote: field required"))
-        assert [e.kind for e in effects if isinstance(e, LaunchStep)] == [StepKind.extract]
+        assert not [e for e in effects if isinstance(e, LaunchStep)], "not back to back"
+        assert [e.kind for e in loop.retry() if isinstance(e, LaunchStep)] == [StepKind.extract]
     effects = loop.send(ExtractionRejected(loop.seq, "quote: field required"))
     (stop,) = [e for e in effects if isinstance(e, StopMonitor)]
     assert stop.reason is StopReason.blocked and "task reading was invalid 3 times" in stop.message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -71,6 +72,33 @@ def test_monitor_spec_has_exactly_four_fields_with_bounds_and_defaults() -> None
     assert "x-kubernetes-preserve-unknown-fields" not in spec
 
 
+def properties_of(crd: dict[str, Any]) -> dict[str, Any]:
+    properties: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"][
+        "properties"
+    ]
+    return properties
+
+
+def test_spec_text_may_carry_any_whitespace_and_the_trimmed_bound_is_a_cel_rule() -> None:
+    spec = properties_of(crds.monitor_crd())["spec"]["properties"]
+    for field, limit in (("task", 8000), ("stopWhen", 4000)):
+        # A maxLength on the raw text would refuse a valid task padded with whitespace.
+        assert "maxLength" not in spec[field], field
+        rules = [v["rule"] for v in spec[field]["x-kubernetes-validations"]]
+        assert rules == ["self.trim().size() > 0", f"self.trim().size() <= {limit}"]
+
+
+def test_text_goalkeeper_stores_is_bounded_by_its_trimmed_length() -> None:
+    # What the operator writes is the model's own value, already trimmed.
+    step_input = properties_of(crds.monitorstep_crd())["spec"]["properties"]["input"]
+    assert [step_input["properties"][f]["maxLength"] for f in ("task", "stopWhen")] == [8000, 4000]
+    observation = properties_of(crds.monitor_crd())["status"]["properties"]["lastObservation"]
+    fields = ("observation", "report", "reason")
+    assert [observation["properties"][f]["maxLength"] for f in fields] == [8000, 4000, 2000]
+    for build in crds.FILES.values():
+        assert crds.TRIMMED_MARKER not in crds.render(build())
+
+
 def test_monitor_crd_names_columns_and_subresource() -> None:
     crd = crds.monitor_crd()
     names = crd["spec"]["names"]
@@ -82,6 +110,15 @@ def test_monitor_crd_names_columns_and_subresource() -> None:
     # kubectl prints a `date` column as an age: a future time would read <invalid>.
     by_name = {c["name"]: c for c in version["additionalPrinterColumns"]}
     assert by_name["Next Check"]["type"] == "string"
+
+
+def test_the_status_layout_version_has_no_default_the_api_server_could_stamp() -> None:
+    # A default would be applied to a status an earlier release wrote, whenever it is
+    # read: the operator could no longer tell which layout to migrate from.
+    version = crds.monitor_crd()["spec"]["versions"][0]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    assert "default" not in status["schemaVersion"]
+    assert status["schemaVersion"]["minimum"] == 1
 
 
 def test_monitorstep_result_is_free_form_and_input_is_typed() -> None:

@@ -34,12 +34,14 @@ from goalkeeper.core.engine import (
     timer_step_needs_its_job,
 )
 from goalkeeper.core.models import (
+    Health,
     MonitorSpec,
     MonitorState,
     MonitorStatus,
     StepKind,
     StopReason,
 )
+from goalkeeper.core.policy import Policy
 
 
 def kinds(effects: tuple[object, ...]) -> list[str]:
@@ -347,32 +349,51 @@ def test_cancelled_emits_nothing_more() -> None:
     assert loop.send(TimerDue()) == ()
 
 
-def test_invalid_observation_is_not_a_check_and_is_retried_twice_then_blocks() -> None:
-    loop = Loop()
+def test_invalid_observations_are_retried_after_growing_delays_then_end_the_run() -> None:
+    loop = Loop(everyMinutes=60)
     loop.start()
-    for attempt in (1, 2):
+    delays = []
+    for attempt in range(1, 5):
         effects = loop.send(ObservationRejected(loop.seq, "route: Input should be 'wait'"))
-        assert kinds(effects) == ["LaunchStep"], attempt
-        assert launched(effects).input.check == 1
-        assert loop.status.checks == 0
+        assert kinds(effects) == ["PublishSchedule"], attempt
+        assert loop.status.step is None and loop.status.checks == 0
+        schedule = loop.status.schedule
+        assert schedule is not None and "was invalid" in schedule.description
+        delays.append(schedule.nextCheckAt - loop.now)
+        assert launched(loop.retry()).input.check == 1, "a retry is the same check again"
+    assert delays == sorted(delays) and len(set(delays)) == 4, delays
+    assert timedelta(seconds=22) <= delays[0] <= timedelta(seconds=30)
     effects = loop.send(ObservationRejected(loop.seq, "route: Input should be 'wait'"))
     assert kinds(effects) == ["StopMonitor"]  # no report for a rejected observation
     stop = stopped_with(effects)
     assert stop.reason is StopReason.blocked
+    assert "5 times in a row" in stop.message and "GOALKEEPER_INVALID_ANSWERS_LIMIT" in stop.message
     assert "route: Input should be 'wait'" in stop.message
     assert loop.status.checks == 0
+
+
+def test_the_invalid_answer_limit_is_a_setting() -> None:
+    loop = Loop(options={"invalid_answers": 1})
+    loop.start()
+    stop = stopped_with(loop.send(ObservationRejected(loop.seq, "bad")))
+    assert "1 times in a row" in stop.message
 
 
 def test_invalid_streak_resets_after_an_accepted_observation() -> None:
     loop = Loop(everyMinutes=1)
     loop.start()
     loop.send(ObservationRejected(loop.seq, "bad"))
+    loop.retry()
     loop.send(ObservationRejected(loop.seq, "bad"))
+    loop.retry()
     loop.observe(observation("wait"))
-    assert loop.status.invalidStreak == 0
+    assert loop.status.invalidStreak == 0 and loop.status.failingSince is None
     loop.later(1)
     loop.send(TimerDue())
-    assert kinds(loop.send(ObservationRejected(loop.seq, "bad"))) == ["LaunchStep"]
+    rejected = loop.send(ObservationRejected(loop.seq, "bad"))
+    assert kinds(rejected) == ["PublishSchedule"]
+    assert loop.status.schedule is not None
+    assert loop.status.schedule.nextCheckAt - loop.now <= timedelta(seconds=30), "first again"
 
 
 def test_work_is_running_only_when_the_observation_says_so() -> None:
@@ -737,6 +758,7 @@ def test_result_from_a_step_not_in_flight_is_ignored() -> None:
     before = loop.status
     assert loop.send(ObservationAccepted(stale, observation("stop"))) == ()
     assert loop.status == before
+    loop.retry()
     assert loop.send(StepFinished(loop.seq, result())) == ()  # an act result for an observe step
 
 
@@ -780,13 +802,47 @@ def test_observation_made_before_a_spec_edit_is_set_aside_and_made_again() -> No
     assert loop.status.authorityGeneration == 2 and loop.status.checks == 1
 
 
-def test_observe_step_that_fails_to_run_is_retried_twice_then_blocks() -> None:
-    loop = Loop()
+def test_failed_observe_steps_back_off_and_the_run_survives_a_two_hour_outage() -> None:
+    loop = Loop(everyMinutes=30)
     loop.start()
-    loop.send(StepFailed(loop.seq, "pod failed"))
-    loop.send(StepFailed(loop.seq, "pod failed"))
-    stop = stopped_with(loop.send(StepFailed(loop.seq, "Job deadline exceeded")))
+    loop.observe(observation("wait"))
+    loop.later(30)
+    loop.send(TimerDue())
+    outage_ends = loop.now + timedelta(hours=2)
+    delays = []
+    while loop.now < outage_ends:
+        effects = loop.send(StepFailed(loop.seq, "HTTP 503 from the model provider"))
+        assert loop.status.monitor is MonitorState.active
+        assert kinds(effects)[-1] == "PublishSchedule", "a retry, never back to back"
+        schedule = loop.status.schedule
+        assert schedule is not None and "HTTP 503" in schedule.description
+        delays.append(schedule.nextCheckAt - loop.now)
+        assert loop.status.activity.value == "waiting"
+        loop.retry()
+    assert loop.status.health.state is Health.Failing
+    growing = delays[: delays.index(max(delays)) + 1]
+    assert growing == sorted(growing) and max(delays) <= timedelta(minutes=30)
+    assert len(delays) < 12, "capped at the interval, not hammering the provider"
+    assert loop.status.checks == 1, "failed checks never count"
+    loop.observe(observation("wait"))
+    assert loop.status.checks == 2 and loop.status.health.state is Health.Healthy
+    assert loop.status.failingSince is None and loop.status.stepFailureStreak == 0
+
+
+def test_steps_failing_for_the_whole_window_end_the_run() -> None:
+    loop = Loop(everyMinutes=60, options={"failure_window": timedelta(hours=6)})
+    loop.start()
+    began = loop.now
+    stop = None
+    while stop is None:
+        effects = loop.send(StepFailed(loop.seq, "Job deadline exceeded"))
+        stop = next((e for e in effects if isinstance(e, StopMonitor)), None)
+        if stop is None:
+            loop.retry()
+    assert loop.now - began >= timedelta(hours=6)
+    assert loop.now - began < timedelta(hours=7), "ends once the window is over"
     assert stop.reason is StopReason.blocked and "Job deadline exceeded" in stop.message
+    assert "GOALKEEPER_FAILURE_WINDOW_SECONDS" in stop.message
 
 
 def test_permanent_step_failure_stops_at_once() -> None:
@@ -1020,6 +1076,7 @@ def test_each_mutation_start_failure_and_rejection_is_one_event() -> None:
         True,
     )
     assert "route: Input should be 'wait'" in rejected[0].message
+    loop.retry()
     failed = notices(
         loop.send(
             StepFailed(loop.seq, "Model request limit reached; raise GOALKEEPER_REQUEST_LIMIT")
@@ -1086,7 +1143,7 @@ def test_model_usage_adds_up_and_a_spend_cap_stops_before_the_next_step() -> Non
         loop.status,
         ObservationAccepted(loop.seq, observation("wait"), usage=usage),
         loop.now,
-        model_spend_cap_usd=1.0,
+        policy=Policy(model_spend_cap_usd=1.0),
     )
     total = decision.status.modelUsage
     assert (total.requests, total.inputTokens, total.outputTokens) == (2, 900, 60)
@@ -1098,7 +1155,7 @@ def test_model_usage_adds_up_and_a_spend_cap_stops_before_the_next_step() -> Non
     assert again.status.modelUsage == total
     status = decision.status
     now = loop.now + timedelta(minutes=2)
-    second = decide(loop.spec, status, TimerDue(), now, model_spend_cap_usd=1.0)
+    second = decide(loop.spec, status, TimerDue(), now, policy=Policy(model_spend_cap_usd=1.0))
     seq = second.status.step.seq  # type: ignore[union-attr]
     unpriced = StepUsage(requests=1, inputTokens=10, outputTokens=1, costUsd=0.6)
     third = decide(
@@ -1106,10 +1163,14 @@ def test_model_usage_adds_up_and_a_spend_cap_stops_before_the_next_step() -> Non
         second.status,
         ObservationAccepted(seq, observation(), usage=unpriced),
         now + timedelta(minutes=2),
-        model_spend_cap_usd=1.0,
+        policy=Policy(model_spend_cap_usd=1.0),
     )
     later = decide(
-        loop.spec, third.status, TimerDue(), now + timedelta(minutes=5), model_spend_cap_usd=1.0
+        loop.spec,
+        third.status,
+        TimerDue(),
+        now + timedelta(minutes=5),
+        policy=Policy(model_spend_cap_usd=1.0),
     )
     stop = stopped_with(later.effects)
     assert stop.reason is StopReason.blocked and "GOALKEEPER_MODEL_SPEND_CAP_USD" in stop.message

@@ -319,10 +319,18 @@ def test_engine_invariants_hold_over_random_event_sequences(
                 assert status.previousRuns[-1].stop == before.stop
                 reports = 0  # checks and their reports count per run
 
-        # No schedule outside the wait route.
+        # No schedule outside the wait route, but a retry after a failed or invalid check:
+        # never back to back, never past the interval, and never counted as a check.
         accepted = status.checks == before.checks + 1
         for effect in effects:
-            if isinstance(effect, PublishSchedule):
+            if isinstance(effect, PublishSchedule) and effect.schedule.description.startswith(
+                "Retrying"
+            ):
+                assert isinstance(event, ObservationRejected | ExtractionRejected | StepFailed)
+                assert status.checks == before.checks and status.step is None
+                delay = effect.schedule.nextCheckAt - now
+                assert timedelta(0) < delay <= timedelta(minutes=spec.everyMinutes)
+            elif isinstance(effect, PublishSchedule):
                 assert isinstance(event, ObservationAccepted)
                 assert event.observation.route is Route.wait
                 assert accepted and status.monitor is MonitorState.active

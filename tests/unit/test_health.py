@@ -21,7 +21,7 @@ from goalkeeper.core.engine import (
     StopMonitor,
     TimerDue,
 )
-from goalkeeper.core.health import FAILING_STEPS, LOOP_ACTS, STALL_CHECKS
+from goalkeeper.core.health import FAILING_STEPS
 from goalkeeper.core.models import (
     ConditionStatus,
     Health,
@@ -33,6 +33,7 @@ from goalkeeper.core.models import (
     StepKind,
     StopReason,
 )
+from goalkeeper.core.policy import BRAKE_ACTS, STALL_CHECKS
 
 
 def check(loop: Loop, obs: Observation) -> tuple[object, ...]:
@@ -72,9 +73,10 @@ def test_unknown_before_the_first_check_and_healthy_after_it_without_an_event() 
     assert health_events(first) == []
 
 
-def test_a_target_that_claims_running_with_nothing_moving_is_stalled() -> None:
+def test_a_target_whose_progress_moved_then_froze_is_stalled() -> None:
     loop = Loop()
     loop.send(Started(generation=1))
+    check(loop, running(20))
     check(loop, running(21))
     for _ in range(STALL_CHECKS - 1):
         assert not health_events(check(loop, running(21)))
@@ -88,11 +90,39 @@ def test_a_target_that_claims_running_with_nothing_moving_is_stalled() -> None:
     (event,) = health_events(stalled)
     assert event.warning and event.message.startswith("Health Healthy -> Stalled: ")
     assert condition(loop.status) == (ConditionStatus.false, "Stalled")
-    # The next observe step is told, with what it may do about it.
+    # The next observe step is told, with what it may do about it, keeping the work done.
     note = last_input(loop).health
-    assert "nothing it shows moved for 3 checks" in note and "kind recover" in note
+    assert "has not moved for 3 checks" in note and "kind recover" in note
+    assert "keep the work done so far" in note and "never start the work over" in note
     # One more such check changes nothing: no second event.
     assert health_events(check(loop, running(21))) == []
+
+
+def test_long_work_without_a_progress_signal_is_never_stalled() -> None:
+    loop = Loop()
+    loop.send(Started(generation=1))
+    plain = observation("wait", work="running")  # no progress tracks at all
+    for _ in range(10 * STALL_CHECKS):
+        assert not health_events(check(loop, plain))
+        assert loop.status.health.state is Health.Healthy
+    frozen = running(21)  # a track that never moved is no signal either
+    for _ in range(10 * STALL_CHECKS):
+        check(loop, frozen)
+        assert loop.status.health.state is Health.Healthy
+    assert loop.status.monitor is MonitorState.active
+
+
+def test_the_observe_step_is_told_once_that_the_target_shows_no_progress_signal() -> None:
+    loop = Loop()
+    loop.send(Started(generation=1))
+    plain = observation("wait", work="running")
+    notes = []
+    for _ in range(6):
+        check(loop, plain)
+        notes.append(last_input(loop).health)
+    told = [n for n in notes if n]
+    assert len(told) == 1 and "no progress signal" in told[0]
+    assert "never stalled for time alone" in told[0]
 
 
 def test_moving_progress_or_an_idle_target_is_never_stalled() -> None:
@@ -109,6 +139,7 @@ def test_moving_progress_or_an_idle_target_is_never_stalled() -> None:
 def test_the_stall_threshold_is_a_setting() -> None:
     loop = Loop(options={"stall_checks": 1})
     loop.send(Started(generation=1))
+    check(loop, running(20))
     check(loop, running(21))
     check(loop, running(21))
     assert loop.status.health.state is Health.Stalled
@@ -116,6 +147,7 @@ def test_the_stall_threshold_is_a_setting() -> None:
 
 def stall(loop: Loop) -> None:
     loop.send(Started(generation=1))
+    check(loop, running(20))  # progress moved once: from here on a frozen track is a stall
     for _ in range(STALL_CHECKS + 1):
         check(loop, running(21))
     assert loop.status.health.state is Health.Stalled
@@ -191,35 +223,66 @@ def test_a_recovery_that_moves_the_target_ends_the_stall() -> None:
     assert event.message == "Health Stalled -> Healthy." and not event.warning
 
 
-def test_acts_that_leave_one_target_state_unchanged_are_a_runaway_loop() -> None:
+def test_acts_that_leave_what_the_checks_see_unchanged_are_braked_whatever_their_ids() -> None:
     loop = Loop()
     loop.send(Started(generation=1))
     decisions = []
-    for n in range(LOOP_ACTS):
-        # A different failure each time: the attempt limit per failure never trips.
-        decisions.append(
-            check(
-                loop,
-                observation(
-                    "act", action=action(failureId=f"failure-{n}", targetStateId="build-21")
-                ),
-            )
-        )
-        if loop.status.step is not None and loop.status.step.kind is StepKind.act:
-            loop.send(StepFinished(loop.seq, result()))
+    for n in range(BRAKE_ACTS):
+        # The model renames its failure and target-state IDs each time: no guard resets.
+        asked = action(failureId=f"failure-{n}", targetStateId=f"build-{n}")
+        decisions.append(check(loop, observation("act", action=asked)))
+        assert [e.kind for e in decisions[-1] if isinstance(e, LaunchStep)] == [StepKind.act]
+        loop.send(StepFinished(loop.seq, result()))
     assert loop.status.health.state is Health.RunawayLoop
-    assert "3 actions in a row left target state 'build-21' unchanged" in loop.status.health.message
+    assert "2 acts in a row left what the checks see unchanged" in loop.status.health.message
     assert [len(health_events(d)) for d in decisions] == [0, 0, 1]
-    # A wait (the target moved on) ends it.
+    # The next check asks again and sees the same: the brake stops the monitor.
+    braked = check(loop, observation("act", action=action(failureId="x", targetStateId="y")))
+    assert not [e for e in braked if isinstance(e, LaunchStep)]
+    (stop,) = [e for e in braked if isinstance(e, StopMonitor)]
+    assert stop.reason is StopReason.blocked
+    assert "3 acts in a row left what the checks see unchanged" in stop.message
+    assert stop.message.count("check ") == 3, "the report lists the acts"
+
+
+def test_an_act_that_changes_what_the_checks_see_releases_the_brake() -> None:
+    loop = Loop()
+    loop.send(Started(generation=1))
+    for n in range(BRAKE_ACTS - 1):
+        check(loop, observation("act", action=action(failureId=f"f{n}")))
+        loop.send(StepFinished(loop.seq, result()))
+    assert len(loop.status.health.brakeActs) == BRAKE_ACTS - 1
+    # The target moved: a wait that sees new progress ends the row.
     check(loop, running(22))
-    assert loop.status.health.state is Health.Healthy
+    assert loop.status.health.state is Health.Healthy and loop.status.health.brakeActs == []
+
+
+def test_with_approvals_on_the_brake_asks_a_person_and_approval_runs_the_act() -> None:
+    loop = Loop(options={"approval_window": timedelta(hours=1)})
+    loop.send(Started(generation=1))
+    for n in range(BRAKE_ACTS):
+        check(loop, observation("act", action=action(failureId=f"f{n}")))
+        loop.send(StepFinished(loop.seq, result()))
+    check(loop, observation("act", action=action(failureId="again")))
+    request = loop.status.approval
+    assert request is not None and request.kind.value == "repeatedActs"
+    assert request.action is not None and request.action.failureId == "again"
+    answer = MonitorApprovalSpec(
+        monitor="build", requestId=request.id, decision="approve", approver="alice"
+    )
+    effects = loop.send(ApprovalAnswered("go-on", answer, ("uid-1",), "uid-1"))
+    assert [e.kind for e in effects if isinstance(e, LaunchStep)] == [StepKind.act]
+    assert len(loop.status.health.brakeActs) == 1, "the row counts anew from the approved act"
 
 
 def test_steps_that_fail_to_run_are_failing_until_a_check_is_accepted() -> None:
     loop = Loop()
     loop.send(Started(generation=1))
     check(loop, running(21))
-    failures = [loop.send(StepFailed(loop.seq, "HTTP 503 from the model")) for _ in range(2)]
+    failures = []
+    for _ in range(2):
+        failures.append(loop.send(StepFailed(loop.seq, "HTTP 503 from the model")))
+        loop.retry()
     assert FAILING_STEPS == 2
     assert loop.status.health.state is Health.Failing
     assert [len(health_events(d)) for d in failures] == [0, 1]
@@ -253,7 +316,7 @@ def test_health_changes_at_most_once_per_decision_and_between_checks_only_to_fai
         if loop.status.monitor is MonitorState.stopped:
             break
         if loop.status.step is None:
-            loop.now += timedelta(minutes=30)
+            loop.now += timedelta(minutes=30)  # past any retry too: the interval caps it
             loop.send(TimerDue())
             continue
         before = loop.status.health.state
@@ -279,3 +342,40 @@ def test_health_changes_at_most_once_per_decision_and_between_checks_only_to_fai
         assert len(health_events(effects)) <= 1
         if after is not before and not check:
             assert after is Health.Failing, (before, after, what)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["running", "waiting"]), st.booleans()),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(min_value=1, max_value=5),
+)
+def test_work_whose_progress_never_moves_is_never_stalled_however_long_it_runs(
+    script: list[tuple[str, bool]], stall_checks: int
+) -> None:
+    loop = Loop(maxChecks=1000, options={"stall_checks": stall_checks})
+    loop.send(Started(generation=1))
+    for work, with_track in script:
+        obs = running(21, work=work) if with_track else observation("wait", work=work)
+        check(loop, obs)
+        assert loop.status.health.state is not Health.Stalled
+        assert loop.status.monitor is MonitorState.active
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(min_value=1, max_value=5), st.integers(min_value=0, max_value=6))
+def test_a_track_that_moved_and_then_froze_is_stalled_after_exactly_the_threshold(
+    stall_checks: int, moves: int
+) -> None:
+    loop = Loop(maxChecks=1000, options={"stall_checks": stall_checks})
+    loop.send(Started(generation=1))
+    for done in range(moves + 2):
+        check(loop, running(done))
+        assert loop.status.health.state is Health.Healthy
+    for n in range(1, stall_checks + 1):
+        check(loop, running(moves + 1))
+        stalled = loop.status.health.state is Health.Stalled
+        assert stalled is (n == stall_checks), n

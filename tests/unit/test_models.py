@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 from tests.support.observations import action, observation_dict
 
-from goalkeeper.core.models import DEFAULT_STOP_WHEN, ActionResult, MonitorSpec, Observation
+from goalkeeper.core.models import (
+    DEFAULT_STOP_WHEN,
+    WHITESPACE,
+    ActionResult,
+    MonitorSpec,
+    Observation,
+)
 
 
 def errors(data: dict[str, object], model: type = MonitorSpec) -> list[dict[str, object]]:
@@ -51,6 +61,62 @@ def test_spec_rejects_bad_input_naming_field_and_bound(
 
 def test_trimmed_bound_allows_surrounding_whitespace() -> None:
     assert len(MonitorSpec.model_validate({"task": " " + "x" * 8000 + " "}).task) == 8000
+
+
+@pytest.mark.parametrize(
+    "padded",
+    [
+        "x" * 8000 + " " * 10000,
+        " " * 5000 + "x" * 8000 + " " * 5000,
+        "\n" * 10000 + "x" * 8000 + "\t\r\n" * 3000,
+        "\u3000\u2028\xa0\x85" * 2500 + "x" * 8000 + "\u205f" * 10000,
+    ],
+    ids=["spaces-after", "spaces-around", "newlines-and-tabs", "unicode-spaces"],
+)
+def test_task_of_8000_chars_with_any_amount_of_whitespace_around_is_valid(padded: str) -> None:
+    assert MonitorSpec.model_validate({"task": padded}).task == "x" * 8000
+
+
+@pytest.mark.parametrize("padding", ["", " " * 10000, "\n\t" * 5000])
+def test_8001_chars_are_too_many_however_they_are_padded(padding: str) -> None:
+    found = errors({"task": padding + "x" * 8001 + padding})
+    assert any("at most 8000 characters after trimming" in str(e["msg"]) for e in found)
+    found = errors({"task": "x", "stopWhen": padding + "y" * 4001 + padding})
+    assert any(e["loc"] == ("stopWhen",) and "at most 4000" in str(e["msg"]) for e in found)
+
+
+def test_stop_when_of_4000_chars_with_whitespace_around_is_valid() -> None:
+    spec = MonitorSpec.model_validate({"task": "x", "stopWhen": "\n" * 9000 + "y" * 4000 + " "})
+    assert spec.stopWhen == "y" * 4000
+
+
+def test_trimmed_whitespace_is_what_cel_trim_removes() -> None:
+    # CEL's trim() is Go's unicode.IsSpace: Python's whitespace less U+001C-U+001F, which
+    # the API server counts, and so does the model.
+    python = {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
+    assert set(WHITESPACE) == python - {"\x1c", "\x1d", "\x1e", "\x1f"}
+    assert MonitorSpec.model_validate({"task": "\x1c"}).task == "\x1c"
+    assert errors({"task": "\x1c" + "x" * 8000})
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    length=st.integers(min_value=1, max_value=8001),
+    before=st.integers(min_value=0, max_value=20000),
+    after=st.integers(min_value=0, max_value=20000),
+    space=st.sampled_from(WHITESPACE),
+    inner=st.text(alphabet=WHITESPACE, max_size=50),
+)
+def test_property_task_bound_counts_only_the_trimmed_text(
+    length: int, before: int, after: int, space: str, inner: str
+) -> None:
+    # `length` characters, whitespace inside them but none at either end.
+    core = "x" if length == 1 else "x" + (inner + "y" * length)[: length - 2] + "x"
+    task = space * before + core + inner + space * after
+    if length <= 8000:
+        assert MonitorSpec.model_validate({"task": task}).task == core
+    else:
+        assert errors({"task": task})
 
 
 def test_route_act_requires_an_action_and_only_act_has_one() -> None:
@@ -130,13 +196,3 @@ def test_routes_that_agree_with_their_states_are_accepted(
     route: str, overrides: dict[str, object]
 ) -> None:
     Observation.model_validate(observation_dict(route, **overrides))
-
-
-def test_status_written_with_the_earlier_repair_guard_still_reads() -> None:
-    from goalkeeper.core.models import MonitorStatus
-
-    guard = {"failureId": "bad-flag", "targetStateId": "s1", "check": 2}
-    status = MonitorStatus.model_validate({"repairGuard": guard})
-    assert [r.failureId for r in status.repairsDone] == ["bad-flag"]
-    assert "repairGuard" not in status.model_dump()
-    assert MonitorStatus.model_validate({"repairGuard": None}).repairsDone == []

@@ -151,6 +151,9 @@ class Api(Protocol):
     ) -> Body: ...
     async def get_step(self, namespace: str, name: str, fresh: bool = False) -> Body: ...
     async def create_step(self, namespace: str, body: Body) -> Body: ...
+    async def annotate_step(
+        self, namespace: str, name: str, annotations: dict[str, str]
+    ) -> Body: ...
     async def step_history(self, namespace: str, monitor: str, uid: str) -> dict[int, str]: ...
     async def delete_steps(
         self, namespace: str, monitor: str, uid: str, seqs: list[int]
@@ -210,8 +213,9 @@ class KubeApi:
     async def _call(self, what: str, call: Callable[[], Any]) -> Body:
         """One API call, retried in place a few times on a transient failure: every call
         here is safe to repeat (reads, creates whose AlreadyExists the caller handles,
-        writes guarded by a resourceVersion), and a reconcile that needs many calls in a
-        row should not start over for one dropped connection."""
+        writes guarded by a resourceVersion, an annotation merge that sets the same values
+        again), and a reconcile that needs many calls in a row should not start over for
+        one dropped connection."""
         loop = asyncio.get_running_loop()
         attempt = 0
         while True:
@@ -266,6 +270,24 @@ class KubeApi:
             f"create MonitorStep {namespace}/{body['metadata']['name']}",
             lambda: self.custom.create_namespaced_custom_object(
                 GROUP, VERSION, namespace, "monitorsteps", body, _preload_content=False
+            ),
+        )
+
+    async def annotate_step(self, namespace: str, name: str, annotations: dict[str, str]) -> Body:
+        """Merge `annotations` into a MonitorStep's metadata (a merge patch of the object
+        itself, never its status: the step's pod owns that)."""
+        body = {"metadata": {"annotations": annotations}}
+        return await self._call(
+            f"annotate MonitorStep {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                "monitorsteps",
+                name,
+                body,
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
             ),
         )
 

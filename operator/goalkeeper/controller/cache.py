@@ -257,6 +257,13 @@ class CachedApi:
         self.cache.put(STEP, made)
         return made
 
+    async def annotate_step(self, namespace: str, name: str, annotations: dict[str, str]) -> Body:
+        # Kept slim like any step: a report is read back from the API server
+        # (`goalkeeper history`), never from here.
+        written = await self.api.annotate_step(namespace, name, annotations)
+        self.cache.put(STEP, written)
+        return written
+
     async def step_history(self, namespace: str, monitor: str, uid: str) -> dict[int, str]:
         # The watch lists every step before it streams, so what it has not shown yet is
         # at most a step too few to prune now; the next launch prunes it.

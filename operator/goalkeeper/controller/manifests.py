@@ -26,7 +26,10 @@ LABEL_SEQ = f"{GROUP}/seq"
 # The monitor's full name on its step Jobs (a label value may be shortened): a Job event
 # names the monitor to reconcile without a read.
 ANNOTATION_MONITOR = f"{GROUP}/monitor-name"
+# A report's full text: on its Event, and on the observe step whose observation made it,
+# with the check number, so the step history keeps every kept check's report.
 ANNOTATION_REPORT = f"{GROUP}/report"
+ANNOTATION_CHECK = f"{GROUP}/check"
 # Set by the one launch that created a MonitorStep: its own retried create finds it again.
 ANNOTATION_LAUNCH = f"{GROUP}/launch"
 # When the decision that launched a MonitorStep was made (its step's startedAt).
@@ -79,6 +82,11 @@ def launched_at(step: Manifest) -> datetime | None:
     return at if at.tzinfo is not None else None
 
 
+def report_annotations(check: int, report: str) -> dict[str, str]:
+    """What the observe step that made check `check` carries of its report."""
+    return {ANNOTATION_REPORT: report, ANNOTATION_CHECK: str(check)}
+
+
 def step_spec(step: Manifest) -> MonitorStepSpec | None:
     """A MonitorStep's spec as its step reads it, or None when it is not a valid one."""
     try:
@@ -87,16 +95,21 @@ def step_spec(step: Manifest) -> MonitorStepSpec | None:
         return None
 
 
-def same_step(found: Manifest, built: Manifest, *, summary_at_launch: bool = False) -> bool:
+def same_step(found: Manifest, built: Manifest, *, reading: bool = False) -> bool:
     """Whether MonitorStep `found` runs what `built`, a step this operator builds, runs:
-    the same spec as the step reads it. With `summary_at_launch`, `found` may carry the
-    progress summary of an earlier launch of the same step (it reads the launch's clock)."""
+    the same spec as the step reads it. For a `reading` step (extract, observe) the notes
+    derived from status (the progress summary, the health note) may differ: an earlier
+    launch of the same step read another clock, and an earlier release words them its own
+    way; they carry no authority, which the rest of the spec pins."""
     spec, expected = step_spec(found), step_spec(built)
     if spec is None or expected is None:
         return False
-    if summary_at_launch:
-        summary = {"progressSummary": expected.input.progressSummary}
-        spec = spec.model_copy(update={"input": spec.input.model_copy(update=summary)})
+    if reading:
+        derived = {
+            "progressSummary": expected.input.progressSummary,
+            "health": expected.input.health,
+        }
+        spec = spec.model_copy(update={"input": spec.input.model_copy(update=derived)})
     return spec == expected
 
 

@@ -29,18 +29,26 @@ class _MonitorsCollector(Collector):
     def __init__(self) -> None:
         self._lock = threading.Lock()  # the scrape runs in the metrics server's thread
         self._states: dict[tuple[str, str], tuple[str, str, str]] = {}
+        self._health: dict[tuple[str, str], tuple[str, str, str]] = {}
 
     def set(self, key: tuple[str, str], status: MonitorStatus) -> None:
         with self._lock:
             self._states[key] = (status.monitor.value, status.goal.value, status.work.value)
+            # A stopped monitor's last health is history, not something to alert on.
+            if status.monitor is MonitorState.active:
+                self._health[key] = (key[0], status.health.state.value, status.activity.value)
+            else:
+                self._health.pop(key, None)
 
     def forget(self, key: tuple[str, str]) -> None:
         with self._lock:
             self._states.pop(key, None)
+            self._health.pop(key, None)
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:
             counts = Tally(self._states.values())
+            health = Tally(self._health.values())
         family = GaugeMetricFamily(
             "goalkeeper_monitors",
             "Monitors known to this operator, by monitor state, goal and work.",
@@ -49,6 +57,15 @@ class _MonitorsCollector(Collector):
         for labels, count in sorted(counts.items()):
             family.add_metric(list(labels), count)
         yield family
+        active = GaugeMetricFamily(
+            "goalkeeper_active_monitors",
+            "Active monitors by namespace, health (Failing: steps keep failing to run, "
+            "Stalled, RunawayLoop, AwaitingHuman, ...) and activity (paused, waiting, ...).",
+            labels=["namespace", "health", "activity"],
+        )
+        for labels, count in sorted(health.items()):
+            active.add_metric(list(labels), count)
+        yield active
 
 
 class Metrics:

@@ -15,7 +15,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -30,7 +30,8 @@ from goalkeeper.controller.api import (
     denied_permissions,
 )
 from goalkeeper.controller.settings import OperatorSettings
-from goalkeeper.core import permissions
+from goalkeeper.core import migrate, permissions
+from goalkeeper.core.controls import controls_of
 from goalkeeper.core.engine import (
     ApprovalAnswered,
     Decision,
@@ -50,6 +51,7 @@ from goalkeeper.core.engine import (
     reject_spec,
     timer_launched,
     timer_step_needs_its_job,
+    unreadable,
 )
 from goalkeeper.core.models import (
     MUTATING_STEPS,
@@ -63,6 +65,7 @@ from goalkeeper.core.models import (
     StopReason,
     WatchTarget,
 )
+from goalkeeper.core.policy import Context
 from goalkeeper.core.steps import TERMINAL_PHASES, StepFacts, describe_errors, next_event
 
 log = logging.getLogger("goalkeeper.reconciler")
@@ -144,19 +147,31 @@ def _is_recorded_step(found: Body, step: StepInFlight) -> bool:
     )
 
 
-def read_status(monitor: Body) -> MonitorStatus | None:
-    """The monitor's status, or None (logged) when it cannot be read."""
-    try:
-        return MonitorStatus.model_validate(monitor.get("status") or {})
-    except ValidationError as error:
-        meta = monitor.get("metadata") or {}
+def read_status(monitor: Body) -> migrate.Read:
+    """The monitor's status in this version's layout (core/migrate.py reads every layout
+    an earlier version wrote); logged when something had to be given up, or nothing helps."""
+    read = migrate.read(monitor.get("status"), describe_errors)
+    meta = monitor.get("metadata") or {}
+    if read.status is None:
         log.error(
-            "%s/%s: status is unreadable, not touching it: %s",
+            "%s/%s: status is unreadable; stopping the monitor with the reason: %s",
             meta.get("namespace"),
             meta.get("name"),
-            describe_errors(error),
+            read.error,
         )
-        return None
+    elif read.salvaged:
+        log.warning(
+            "%s/%s: status read without %s, which no layout this version knows could read",
+            meta.get("namespace"),
+            meta.get("name"),
+            ", ".join(read.salvaged),
+        )
+    return read
+
+
+def status_patch(monitor: Body, status: MonitorStatus) -> Body:
+    """`status` as the merge patch that leaves exactly it stored (see migrate.merge_patch)."""
+    return migrate.merge_patch(monitor.get("status"), status.model_dump(mode="json"))
 
 
 class Reconciler:
@@ -169,6 +184,7 @@ class Reconciler:
     ) -> None:
         self.api = api
         self.settings = settings
+        self.policy = settings.policy()
         self.clock = clock
         self.wakes: Wakes = wakes or _NoWakes()
         # A target change a round took, until the decision made from it is written.
@@ -213,10 +229,16 @@ class Reconciler:
                 self._checked_steps.pop(key, None)
                 metrics.forget_monitor(namespace, name)
                 return None
-            status = read_status(monitor)
-            if status is None:
-                return None
-            decision, facts, status = await self._round(monitor, status, fresh)
+            read = read_status(monitor)
+            decision: Decision | None
+            if read.status is None:
+                # Nothing of it can be trusted: stop it, saying why, rather than go silent.
+                status = MonitorStatus()
+                generation = monitor["metadata"].get("generation")
+                stopped = unreadable(monitor.get("status"), read, generation, self.clock())
+                decision, facts = await self._carry_out(monitor, None, stopped), None
+            else:
+                decision, facts, status = await self._round(monitor, read.status, fresh)
             # Getting this far means the API answers again: an earlier refusal is over.
             target = api_recovered(decision.status if decision is not None else status)
             if target == status:
@@ -231,7 +253,7 @@ class Reconciler:
                     namespace,
                     name,
                     monitor["metadata"]["resourceVersion"],
-                    target.model_dump(mode="json"),
+                    status_patch(monitor, target),
                 )
             except Conflict:
                 # Someone wrote in between, or what we read was stale: decide again from
@@ -246,6 +268,7 @@ class Reconciler:
                 metrics.set_monitor(namespace, name, target)
                 if decision is not None:
                     monitor = await self._launch_recorded(monitor, decision)
+                    await self._keep_reports(monitor, status, decision)
         log.info("%s/%s: still moving after %d rounds; continuing", namespace, name, MAX_ROUNDS)
         return status
 
@@ -271,17 +294,45 @@ class Reconciler:
                         meta["namespace"],
                         meta["name"],
                         meta["resourceVersion"],
-                        halted.status.model_dump(mode="json"),
+                        status_patch(monitor, halted.status),
                     )
                     return written
         return monitor
+
+    async def _keep_reports(self, monitor: Body, status: MonitorStatus, decision: Decision) -> None:
+        """Keep the report of the check the status write just accepted on the observe step
+        whose observation made it, where the step history keeps it (`goalkeeper history`):
+        the Event expires and status.report holds only the latest. Written after the status,
+        off the check's path, and only for a decision that was written. A final stop report,
+        made between checks, stays in status alone. A failed write is only logged: the
+        report is in status and its Event."""
+        step = status.step
+        if step is None or step.kind is not StepKind.observe:
+            return
+        meta = monitor["metadata"]
+        name = manifests.step_name(meta["name"], meta["uid"], step.seq, step.kind)
+        for effect in decision.effects:
+            if not isinstance(effect, EmitReport) or effect.final or effect.check != step.check:
+                continue
+            annotations = manifests.report_annotations(effect.check, effect.text)
+            try:
+                await self.api.annotate_step(meta["namespace"], name, annotations)
+            except ApiError as error:
+                log.warning(
+                    "%s/%s: check %d's report is not kept in the step history (%s); it is "
+                    "in status.report and its Event",
+                    meta["namespace"],
+                    meta["name"],
+                    effect.check,
+                    error,
+                )
 
     async def record_refusal(self, namespace: str, name: str, message: str) -> None:
         """Show a refusal that retrying cannot fix on the Monitor, once per message; the
         API may refuse this write too, so a failure here is only logged."""
         try:
             monitor = await self._read_monitor(namespace, name)
-            status = read_status(monitor) if monitor is not None else None
+            status = read_status(monitor).status if monitor is not None else None
             if monitor is None or status is None:
                 return
             refused = api_refused(status, message, self.clock())
@@ -290,7 +341,7 @@ class Reconciler:
                     namespace,
                     name,
                     monitor["metadata"]["resourceVersion"],
-                    refused.model_dump(mode="json"),
+                    status_patch(monitor, refused),
                 )
         except ApiError as error:
             log.warning(
@@ -321,7 +372,8 @@ class Reconciler:
             return await self._carry_out(monitor, spec, halted), None, status
         facts = await self._step_facts(monitor, status, fresh) if status.step is not None else None
         meta = monitor["metadata"]
-        event = next_event(status, meta.get("generation"), facts, now)
+        controls = controls_of(meta.get("annotations"))
+        event = next_event(status, meta.get("generation"), facts, now, controls)
         if event is None and status.schedule is not None and status.schedule.watch:
             key = (meta["namespace"], meta["name"])
             change = self.wakes.take(key)
@@ -397,7 +449,9 @@ class Reconciler:
         return (
             decision.unrecorded
             and len(launches) == 1
-            and manifests.same_step(step, manifests.monitor_step(monitor, launches[0]))
+            and manifests.same_step(
+                step, manifests.monitor_step(monitor, launches[0]), reading=True
+            )
         )
 
     async def _approval_answer(self, monitor: Body, status: MonitorStatus) -> Event | None:
@@ -473,22 +527,15 @@ class Reconciler:
         author_denied: str = "",
     ) -> Decision:
         meta = monitor["metadata"]
-        author = permissions.author_of(meta.get("annotations"))
-        return decide(
-            spec,
-            status,
-            event,
-            now,
-            minute=self.settings.minute,
-            model_spend_cap_usd=self.settings.modelSpendCapUsd,
-            stall_checks=self.settings.stallChecks,
-            wake_interval=timedelta(seconds=self.settings.wakeIntervalSeconds),
-            approval_window=self.settings.approval_window,
+        annotations = meta.get("annotations")
+        author = permissions.author_of(annotations)
+        context = Context(
             namespace=meta["namespace"],
             author=author.user if author is not None else "",
             author_denied=author_denied,
-            confirm_authority=self.settings.confirmAuthority,
+            controls=controls_of(annotations),
         )
+        return decide(spec, status, event, now, self.policy, context)
 
     # --- the facts of the step in flight ---
 
@@ -667,9 +714,9 @@ class Reconciler:
             raise ForeignObject(_foreign("MonitorStep", created, f"Monitor {meta['name']}"))
         # Whoever may create MonitorSteps may name this Monitor their owner: the step is ours
         # only when it runs what this launch builds. A read-only launch retried by a later
-        # pass finds the progress summary of its first try; a mutation launches only once.
-        retried = launch.kind not in MUTATING_STEPS
-        if not manifests.same_step(created, step, summary_at_launch=retried):
+        # pass finds the notes of its first try; a mutation launches only once.
+        reading = launch.kind not in MUTATING_STEPS
+        if not manifests.same_step(created, step, reading=reading):
             raise ForeignObject(_not_launched(created))
         self._checked_steps[(namespace, meta["name"])] = created["metadata"]["uid"]
         job = manifests.step_job(created, self.settings)

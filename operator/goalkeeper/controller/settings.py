@@ -10,8 +10,10 @@ from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator
 
-from goalkeeper.core.health import STALL_CHECKS
+from goalkeeper import __version__
+from goalkeeper.core import policy
 from goalkeeper.core.models import Model
+from goalkeeper.core.policy import Policy
 
 PREFIX = "GOALKEEPER_"
 
@@ -21,6 +23,12 @@ class SettingsError(ValueError):
 
 
 ACT_EXTRA_VERBS_PATTERN = r"^((create|update|delete)(,(create|update|delete))*)?$"
+
+
+# MonitorSteps kept per monitor by default: 100 checks even when each has an extract, an
+# observe and an act step. A step is about 10 KB with a realistic task, at most about
+# 400 KB (docs/operations.md#step-history).
+STEP_HISTORY = 300
 
 
 class OperatorSettings(Model):
@@ -35,7 +43,7 @@ class OperatorSettings(Model):
     modelApiKeySecretKey: str = Field(
         default="api-key", description="GOALKEEPER_MODEL_API_KEY_SECRET_KEY"
     )
-    stepImage: str = Field(default="goalkeeper:0.1.0", description="GOALKEEPER_STEP_IMAGE")
+    stepImage: str = Field(default=f"goalkeeper:{__version__}", description="GOALKEEPER_STEP_IMAGE")
     observerServiceAccount: str = Field(
         default="goalkeeper-observer", description="GOALKEEPER_OBSERVER_SERVICE_ACCOUNT"
     )
@@ -47,10 +55,11 @@ class OperatorSettings(Model):
         description="GOALKEEPER_STEP_DEADLINE_SECONDS: activeDeadlineSeconds of a step.",
     )
     stepHistory: Annotated[int, Field(ge=1, le=1000)] = Field(
-        default=20,
+        default=STEP_HISTORY,
         description=(
-            "GOALKEEPER_STEP_HISTORY: MonitorSteps kept per monitor; the older ones are "
-            "deleted in batches of half as many, one request a batch."
+            "GOALKEEPER_STEP_HISTORY: MonitorSteps kept per monitor, each with its check's "
+            "report (`goalkeeper history`); the older ones are deleted in batches of half "
+            "as many, one request a batch."
         ),
     )
     namespaces: list[str] = Field(
@@ -63,10 +72,11 @@ class OperatorSettings(Model):
         description="Step limits (STEP_PASSTHROUGH) forwarded to every step unchanged.",
     )
     stallChecks: Annotated[int, Field(ge=1, le=100)] = Field(
-        default=STALL_CHECKS,
+        default=policy.STALL_CHECKS,
         description=(
-            "GOALKEEPER_STALL_CHECKS: checks in a row that claim running work with nothing "
-            "moved before a monitor's health is Stalled."
+            "GOALKEEPER_STALL_CHECKS: checks in a row that claim running work while a "
+            "progress signal that moved before stays frozen, before a monitor's health is "
+            "Stalled (a target without a progress signal is never stalled)."
         ),
     )
     wakeIntervalSeconds: Annotated[float, Field(ge=1, le=86_400)] = Field(
@@ -75,6 +85,36 @@ class OperatorSettings(Model):
             "GOALKEEPER_WAKE_INTERVAL_SECONDS: the least time between two checks that a "
             "change of a watched target starts before their timer; one that comes sooner "
             "is held until then."
+        ),
+    )
+    stepRetrySeconds: Annotated[float, Field(ge=0.1, le=3600)] = Field(
+        default=policy.RETRY_FIRST.total_seconds(),
+        description=(
+            "GOALKEEPER_STEP_RETRY_SECONDS: the delay before a failed or invalid check is "
+            "retried; it doubles with each failure in a row, up to the monitor's interval, "
+            "and is jittered so monitors failing together do not retry together."
+        ),
+    )
+    failureWindowSeconds: Annotated[float, Field(ge=1, le=90 * 86_400)] = Field(
+        default=policy.FAILURE_WINDOW.total_seconds(),
+        description=(
+            "GOALKEEPER_FAILURE_WINDOW_SECONDS: how long steps may fail to run in a row (the "
+            "model provider, the API server, a step's pod) before the run ends; until then "
+            "they are retried."
+        ),
+    )
+    invalidAnswersLimit: Annotated[int, Field(ge=1, le=100)] = Field(
+        default=policy.INVALID_ANSWERS,
+        description=(
+            "GOALKEEPER_INVALID_ANSWERS_LIMIT: invalid model answers in a row that end a run."
+        ),
+    )
+    brakeActs: Annotated[int, Field(ge=1, le=20)] = Field(
+        default=policy.BRAKE_ACTS,
+        description=(
+            "GOALKEEPER_BRAKE_ACTS: acts in a row after which the checks see the same (work, "
+            "progress, the objects acted on) before the monitor stops, or asks a person with "
+            "approvals on."
         ),
     )
     confirmAuthority: bool = Field(
@@ -162,6 +202,21 @@ class OperatorSettings(Model):
     def minute(self) -> timedelta:
         return timedelta(seconds=self.timeScale)
 
+    def policy(self) -> Policy:
+        """The engine's knobs: every decision of this operator is made with this value."""
+        return Policy(
+            minute=self.minute,
+            model_spend_cap_usd=self.modelSpendCapUsd,
+            stall_checks=self.stallChecks,
+            wake_interval=timedelta(seconds=self.wakeIntervalSeconds),
+            approval_window=self.approval_window,
+            confirm_authority=self.confirmAuthority,
+            retry_first=timedelta(seconds=self.stepRetrySeconds),
+            failure_window=timedelta(seconds=self.failureWindowSeconds),
+            invalid_answers=self.invalidAnswersLimit,
+            brake_acts=self.brakeActs,
+        )
+
     @property
     def act_extra_verbs(self) -> tuple[str, ...]:
         return tuple(verb for verb in self.actExtraVerbs.split(",") if verb)
@@ -215,6 +270,10 @@ _FIELDS = {
     "approvalTimeout": "APPROVAL_TIMEOUT",
     "actExtraVerbs": "ACT_EXTRA_VERBS",
     "confirmAuthority": "CONFIRM_AUTHORITY",
+    "stepRetrySeconds": "STEP_RETRY_SECONDS",
+    "failureWindowSeconds": "FAILURE_WINDOW_SECONDS",
+    "invalidAnswersLimit": "INVALID_ANSWERS_LIMIT",
+    "brakeActs": "BRAKE_ACTS",
     "healthPort": "HEALTH_PORT",
     "metricsPort": "METRICS_PORT",
     "listenAddress": "LISTEN_ADDRESS",

@@ -19,8 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from goalkeeper.controller.api import Permanent, Transient
+from goalkeeper.core import migrate
+from goalkeeper.core.controls import controls_of
 from goalkeeper.core.models import MonitorState, MonitorStatus, WatchTarget
-from goalkeeper.core.steps import next_event
+from goalkeeper.core.steps import describe_errors, next_event
 
 log = logging.getLogger("goalkeeper.workqueue")
 
@@ -120,15 +122,15 @@ class WorkQueue:
         meta = body.get("metadata") or {}
         if meta.get("resourceVersion") == self._settled.get(key) and key in self.seen:
             return  # our own write, already settled and remembered
-        try:
-            status = MonitorStatus.model_validate(dict(body.get("status") or {}))
-        except ValueError:
-            self.trigger(namespace, name)  # the reconcile reports what is wrong
+        status = migrate.read(body.get("status"), describe_errors).status
+        if status is None:
+            self.trigger(namespace, name)  # the reconcile stops it, saying why
             return
         self._remember(key, status)
         if meta.get("resourceVersion") == self._settled.get(key):
             return
-        due = next_event(status, meta.get("generation"), None, self._clock())
+        controls = controls_of(meta.get("annotations"))
+        due = next_event(status, meta.get("generation"), None, self._clock(), controls)
         if status.step is not None or due is not None:
             self.trigger(namespace, name)
 

@@ -1,11 +1,14 @@
 """The monitor's health, decided from its check history. Pure: no I/O, no clock of its own.
 
-- `Stalled`: the target claims running work, but nothing it shows moved (the work state,
-  every progress track's status and values) for `stall_checks` checks in a row.
-- `RunawayLoop`: `LOOP_ACTS` act or repair steps in a row on one unchanged target-state ID,
-  whatever failure each names (the attempt limit catches one failure ID at a time).
+- `Stalled`: the target showed progress before (a track or counter moved between two
+  checks), claims running work, and its progress then stayed frozen for `stall_checks`
+  checks in a row. Elapsed time alone is never unhealthy: a target that shows no progress
+  signal is never stalled; the observe step is told once that it may look for one.
+- `RunawayLoop`: acts in a row after which the checks saw the same (the engine's own
+  fingerprint of work, progress and the objects acted on, never the model's IDs); one act
+  before the brake, which stops the monitor or asks a person (`braked`).
 - `Failing`: the last `FAILING_STEPS` steps failed to run (provider errors, Job failures).
-- `AwaitingHuman`: a paid action waits for a person's approval (`awaiting`, `answered`).
+- `AwaitingHuman`: something waits for a person's decision (`awaiting`, `answered`).
 - `Unknown` before the first check, `Healthy` otherwise.
 
 The state moves only when a check is accepted, except into `Failing`, which steps that
@@ -20,55 +23,105 @@ from datetime import datetime
 from hashlib import sha256
 
 from goalkeeper.core.models import (
+    BRAKE_ACTS_MAX,
     ActionKind,
+    ActionRequest,
+    BrakeAct,
     Health,
     HealthState,
     Observation,
     Route,
     WorkState,
 )
+from goalkeeper.core.mutations import parse_entry
+from goalkeeper.core.policy import Policy
 
-STALL_CHECKS = 3
-LOOP_ACTS = 3
 FAILING_STEPS = 2
+
+
+def _digest(value: object) -> str:
+    return sha256(json.dumps(value, default=str).encode()).hexdigest()[:16]
+
+
+def _tracks(observation: Observation) -> list[tuple[str, str, object, object]]:
+    return sorted((t.key, t.status.value, t.completed, t.total) for t in observation.progress or ())
 
 
 def fingerprint(observation: Observation) -> str:
     """What a check saw that moves when work moves: the work state and every track."""
-    tracks = sorted(
-        (t.key, t.status.value, t.completed, t.total) for t in observation.progress or ()
-    )
-    seen = json.dumps([observation.work.value, tracks], default=str)
-    return sha256(seen.encode()).hexdigest()[:16]
+    return _digest([observation.work.value, _tracks(observation)])
+
+
+def brake_fingerprint(observation: Observation) -> str:
+    """What a check that asks for an act saw, as the engine reckons it: the goal and work
+    states, every track, and the objects the act would change (parsed, so a respelling
+    of the same object is the same). The model's failure and target-state IDs are not
+    part of it: renaming them changes nothing here."""
+    action = observation.action
+    targets = sorted(_target(entry) for entry in (action.mutationSet if action else ()))
+    seen = [observation.goal.value, observation.work.value, _tracks(observation), targets]
+    return _digest(seen)
+
+
+def _target(entry: str) -> str:
+    # The namespace is the same for every entry of one monitor: any placeholder compares.
+    parsed = parse_entry(entry, "-")
+    return " ".join(entry.split()) if parsed is None else repr(parsed)
 
 
 def checked(
-    health: HealthState, observation: Observation, now: datetime, *, stall_checks: int
+    health: HealthState, observation: Observation, now: datetime, policy: Policy
 ) -> HealthState:
     """The health after an accepted check (with the act it asks for, if any)."""
     seen = fingerprint(observation)
+    tracks = _tracks(observation)
+    moved = health.progressMoved or (
+        bool(tracks) and bool(health.trackPrint) and _digest(tracks) != health.trackPrint
+    )
     running = observation.work is WorkState.running
     stalled = health.stalledChecks + 1 if running and seen == health.fingerprint else 0
-    loop, target = 0, ""
-    action = observation.action if observation.route is Route.act else None
-    if action is not None:
-        same = action.targetStateId == health.loopTargetStateId
-        loop, target = (health.loopActs + 1 if same else 1), action.targetStateId
+    brake_seen, acts = "", list[BrakeAct]()
+    if observation.route is Route.act:
+        brake_seen = brake_fingerprint(observation)
+        acts = health.brakeActs if brake_seen == health.brakeFingerprint else []
     updated = health.model_copy(
         update={
             "fingerprint": seen,
+            "trackPrint": _digest(tracks) if tracks else "",
             "stalledChecks": stalled,
-            "loopActs": loop,
-            "loopTargetStateId": target,
+            "progressMoved": moved,
+            "noSignalNoted": health.noSignalNoted and running,
+            "brakeFingerprint": brake_seen,
+            "brakeActs": acts,
             "failedSteps": 0,
         }
     )
-    return _judged(updated, now, stall_checks)
+    return _judged(updated, now, policy)
 
 
-def step_failed(health: HealthState, now: datetime, *, stall_checks: int) -> HealthState:
+def acted(health: HealthState, action: ActionRequest, check: int) -> HealthState:
+    """The brake's row with the act just launched at its end."""
+    act = BrakeAct(check=check, kind=action.kind, action=action.action[:300])
+    return health.model_copy(update={"brakeActs": [*health.brakeActs, act][-BRAKE_ACTS_MAX:]})
+
+
+def braked(health: HealthState, policy: Policy) -> bool:
+    """`brake_acts` acts in a row left what the checks see unchanged, and one more is
+    asked for: it does not run without a person."""
+    return bool(health.brakeFingerprint) and len(health.brakeActs) >= policy.brake_acts
+
+
+def brake_text(health: HealthState) -> str:
+    acts = "; ".join(f"check {a.check}: {a.kind} '{a.action}'" for a in health.brakeActs)
+    return (
+        f"{len(health.brakeActs)} acts in a row left what the checks see unchanged (work, "
+        f"progress and the objects acted on): {acts}."
+    )[:1000]
+
+
+def step_failed(health: HealthState, now: datetime, policy: Policy) -> HealthState:
     failed = health.model_copy(update={"failedSteps": health.failedSteps + 1})
-    return _judged(failed, now, stall_checks)
+    return _judged(failed, now, policy)
 
 
 def is_stall_recovery(health: HealthState, observation: Observation) -> bool:
@@ -94,9 +147,17 @@ def awaiting(health: HealthState, message: str, now: datetime) -> HealthState:
     )
 
 
-def answered(health: HealthState, now: datetime, *, stall_checks: int) -> HealthState:
+def answered(health: HealthState, now: datetime, policy: Policy) -> HealthState:
     """The health once a person's decision came: from the streaks again."""
-    return _judged(health, now, stall_checks)
+    return _judged(health, now, policy)
+
+
+NO_SIGNAL_NOTE = (
+    "The target claims running work but shows no progress signal: no progress track or "
+    "counter has moved between checks. That alone is healthy (slow work that is still "
+    "working is never stalled for time alone); if the target has a counter, a log line "
+    "count or completed items you can read, report it as a progress track."
+)
 
 
 def note_for_observe(health: HealthState) -> str:
@@ -104,34 +165,46 @@ def note_for_observe(health: HealthState) -> str:
     if health.state is Health.Stalled:
         return (
             f"{health.message} If a recorded authorized action recovers it, request that "
-            "recovery now (route act, kind recover): a stall gets one; the same stall after "
-            "it stops the monitor."
+            "recovery now (route act, kind recover). The recovery must keep the work done "
+            "so far (resume or restart only the stuck part; never start the work over): a "
+            "stall gets one recovery; the same stall after it stops the monitor."
         )
     if health.state in (Health.RunawayLoop, Health.Failing):
         return health.message
+    if _without_signal(health) and not health.noSignalNoted:
+        return NO_SIGNAL_NOTE
     return ""
 
 
-def _judged(health: HealthState, now: datetime, stall_checks: int) -> HealthState:
-    state, message = _state(health, stall_checks)
+def noted(health: HealthState) -> HealthState:
+    """The health once an observe step was told what `note_for_observe` says: the note
+    that the target shows no progress signal is given once."""
+    if _without_signal(health) and health.state is not Health.Stalled:
+        return health.model_copy(update={"noSignalNoted": True})
+    return health
+
+
+def _without_signal(health: HealthState) -> bool:
+    return health.stalledChecks > 0 and not health.progressMoved
+
+
+def _judged(health: HealthState, now: datetime, policy: Policy) -> HealthState:
+    state, message = _state(health, policy)
     if state is health.state and message == health.message:
         return health
     since = now if state is not health.state else health.since
     return health.model_copy(update={"state": state, "message": message, "since": since})
 
 
-def _state(health: HealthState, stall_checks: int) -> tuple[Health, str]:
+def _state(health: HealthState, policy: Policy) -> tuple[Health, str]:
     if health.failedSteps >= FAILING_STEPS:
         return Health.Failing, f"The last {health.failedSteps} steps failed to run."
-    if health.loopActs >= LOOP_ACTS:
-        return Health.RunawayLoop, (
-            f"{health.loopActs} actions in a row left target state "
-            f"'{health.loopTargetStateId}' unchanged."
-        )
-    if health.stalledChecks >= stall_checks:
+    if health.brakeFingerprint and len(health.brakeActs) >= max(policy.brake_acts - 1, 1):
+        return Health.RunawayLoop, brake_text(health)
+    if health.progressMoved and health.trackPrint and health.stalledChecks >= policy.stall_checks:
         return Health.Stalled, (
-            f"The target claims running work, but nothing it shows moved for "
-            f"{health.stalledChecks} checks in a row."
+            f"The target claims running work, but its progress, which moved before, has "
+            f"not moved for {health.stalledChecks} checks in a row."
         )
     if not health.fingerprint:
         return Health.Unknown, ""

@@ -21,6 +21,11 @@ from pydantic import (
     model_validator,
 )
 
+from goalkeeper.core.controls import CHECK_NOW_MAX
+
+# The layout of MonitorStatus this version writes; core/migrate.py reads every earlier one.
+STATUS_SCHEMA_VERSION = 2
+
 DEFAULT_STOP_WHEN = "Stop only when the user explicitly asks to stop."
 
 TASK_MAX = 8000
@@ -30,11 +35,19 @@ MAX_CHECKS_MIN, MAX_CHECKS_MAX, MAX_CHECKS_DEFAULT = 1, 1000, 1000
 # Completed repairs remembered per run.
 REPAIRS_KEPT = 64
 
-# Raw text may carry surrounding whitespace up to this many extra characters; the bound
-# that counts is on the trimmed text. The raw bound keeps the API server's CEL cost low.
-WHITESPACE_ALLOWANCE = 256
+# The whitespace trimmed from bounded text: what CEL's trim() removes (Go's unicode.IsSpace),
+# so the model and the API server count the same characters. Python's own strip() would
+# also remove the separators U+001C-U+001F.
+WHITESPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$"
+
+
+def _without_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
 
 
 class Model(BaseModel):
@@ -45,7 +58,7 @@ class Model(BaseModel):
 
 def _trimmed(limit: int) -> AfterValidator:
     def check(value: str) -> str:
-        trimmed = value.strip()
+        trimmed = value.strip(WHITESPACE)
         if not trimmed:
             raise ValueError("must not be blank")
         if len(trimmed) > limit:
@@ -56,11 +69,12 @@ def _trimmed(limit: int) -> AfterValidator:
 
 
 def _text_field(limit: int) -> Any:
-    # The CRD generator turns the marker into CEL rules, so both layers hold the same bound.
+    # Any amount of surrounding whitespace is allowed, so the raw text has no bound here.
+    # The schema's maxLength is the bound on the text meant (what a model should write);
+    # the marker says it counts after trimming, and crds.py makes it a CEL rule.
     return Field(
         min_length=1,
-        max_length=limit + WHITESPACE_ALLOWANCE,
-        json_schema_extra={"x-goalkeeper-trimmed": limit},
+        json_schema_extra={"maxLength": limit, "x-goalkeeper-trimmed": limit},
     )
 
 
@@ -651,6 +665,7 @@ class ApprovalKind(StrEnum):
     paidAction = "paidAction"  # approve: the action runs with more ceiling for it
     stalled = "stalled"  # approve: the run goes on, with one more recovery for the stall
     authority = "authority"  # approve: what was read from the task stands; the first act runs
+    repeatedActs = "repeatedActs"  # approve: the brake is released and the asked act runs
 
 
 class ApprovalRequest(Model):
@@ -724,6 +739,7 @@ class Activity(StrEnum):
     repairing = "repairing"
     waiting = "waiting"
     awaitingApproval = "awaitingApproval"
+    paused = "paused"  # goalkeeper.dev/paused: nothing launches until it is removed
     stopped = "stopped"
 
 
@@ -732,10 +748,21 @@ class Health(StrEnum):
 
     Healthy = "Healthy"
     Stalled = "Stalled"  # the target claims running, nothing moved for several checks
-    RunawayLoop = "RunawayLoop"  # acts in a row that leave the target state unchanged
+    RunawayLoop = "RunawayLoop"  # acts in a row that leave what the checks see unchanged
     Failing = "Failing"  # the last steps failed to run
     AwaitingHuman = "AwaitingHuman"  # a paid action waits for a person's approval
     Unknown = "Unknown"  # no check yet
+
+
+BRAKE_ACTS_MAX = 20
+
+
+class BrakeAct(Model):
+    """One act of a row that left what the checks saw unchanged."""
+
+    check: Count
+    kind: ActionKind
+    action: Annotated[str, Field(max_length=300)]
 
 
 class HealthState(Model):
@@ -750,10 +777,27 @@ class HealthState(Model):
     fingerprint: Annotated[str, Field(max_length=64)] = Field(
         default="", description="What the last check saw move (work state, progress values)."
     )
-    loopActs: Count = Field(
-        default=0, description="Act steps in a row on one unchanged target-state ID."
+    trackPrint: Annotated[str, Field(max_length=64)] = Field(
+        default="", description="The progress tracks the last check saw; empty for none."
     )
-    loopTargetStateId: Annotated[str, Field(max_length=200)] = ""
+    progressMoved: bool = Field(
+        default=False,
+        description="A progress track or counter moved between two checks of this run: "
+        "only such a target can be stalled.",
+    )
+    noSignalNoted: bool = Field(
+        default=False,
+        description="The observe step was told the target shows no progress signal.",
+    )
+    brakeFingerprint: Annotated[str, Field(max_length=64)] = Field(
+        default="",
+        description="What the check that asked for the last act saw (work, progress, the "
+        "objects its action targets), as the engine reckons it.",
+    )
+    brakeActs: Annotated[list[BrakeAct], Field(max_length=BRAKE_ACTS_MAX)] = Field(
+        default_factory=list,
+        description="Acts in a row after which the checks saw the same, oldest first.",
+    )
     failedSteps: Count = Field(default=0, description="Steps in a row that failed to run.")
     recoveredStall: Annotated[str, Field(max_length=64)] = Field(
         default="", description="The stalled state its one automatic recovery ran for."
@@ -802,6 +846,13 @@ class Condition(Model):
 class MonitorStatus(Model):
     """Everything the loop knows: the operator can die at any instant and resume from it."""
 
+    schemaVersion: Annotated[int, Field(ge=1)] = Field(
+        default=STATUS_SCHEMA_VERSION,
+        description="The layout of this status; an operator migrates earlier ones it reads.",
+        # No default in the CRD: the API server would stamp it on an earlier status it
+        # serves, and this version could no longer tell that status's layout.
+        json_schema_extra=_without_default,
+    )
     monitor: MonitorState = MonitorState.active
     goal: GoalState = GoalState.unknown
     work: WorkState = WorkState.unknown
@@ -809,6 +860,17 @@ class MonitorStatus(Model):
     invalidStreak: Count = Field(default=0, description="Rejected observations in a row.")
     stepFailureStreak: Count = Field(
         default=0, description="Observe steps in a row that failed to run."
+    )
+    failingSince: datetime | None = Field(
+        default=None,
+        description="When the steps that fail to run in a row began to fail; the run ends "
+        "once they have failed for the operator's failure window.",
+    )
+    pausedAt: datetime | None = Field(
+        default=None, description="When goalkeeper.dev/paused took effect; none while running."
+    )
+    checkNowHandled: Annotated[str, Field(max_length=CHECK_NOW_MAX)] = Field(
+        default="", description="The goalkeeper.dev/check-now value already honoured."
     )
     stepSeq: Count = Field(default=0, description="Steps launched so far.")
     schedule: Schedule | None = None
@@ -867,17 +929,6 @@ class MonitorStatus(Model):
     previousRuns: Annotated[list[PreviousRun], Field(max_length=PREVIOUS_RUNS_KEPT)] = Field(
         default_factory=list, description="Runs that stopped before a spec edit restarted it."
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _earlier_repair_guard(cls, data: Any) -> Any:
-        # Statuses written before `repairsDone` kept only the last repair as `repairGuard`.
-        if isinstance(data, dict) and "repairGuard" in data:
-            data = dict(data)
-            guard = data.pop("repairGuard")
-            if isinstance(guard, dict) and not data.get("repairsDone"):
-                data["repairsDone"] = [guard]
-        return data
 
 
 # --- what a step receives ----------------------------------------------------------------

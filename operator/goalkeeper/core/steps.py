@@ -14,8 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from goalkeeper.core.controls import Controls
 from goalkeeper.core.engine import (
     AuthorityExtracted,
+    ControlsChanged,
     Event,
     ExtractionRejected,
     ObservationAccepted,
@@ -38,6 +40,7 @@ from goalkeeper.core.models import (
     StepUsage,
 )
 
+NO_CONTROLS = Controls()
 TERMINAL_PHASES = frozenset({StepPhase.Succeeded.value, StepPhase.Failed.value})
 
 
@@ -62,16 +65,23 @@ class StepFacts:
 
 
 def next_event(
-    status: MonitorStatus, generation: int | None, step: StepFacts | None, now: datetime
+    status: MonitorStatus,
+    generation: int | None,
+    step: StepFacts | None,
+    now: datetime,
+    controls: Controls = NO_CONTROLS,
 ) -> Event | None:
     """The event the monitor's current state stands for; None when nothing is due.
 
-    `step` describes `status.step` and is needed only while a step is in flight.
+    `step` describes `status.step` and is needed only while a step is in flight;
+    `controls` are what the Monitor's annotations set now.
     """
     if status.observedGeneration != generation:
         return Started(generation)
     if status.monitor is MonitorState.stopped:
         return None
+    if controls_changed(status, controls):
+        return ControlsChanged()
     in_flight = status.step
     if in_flight is not None:
         if step is None:
@@ -89,9 +99,19 @@ def next_event(
         return None
     if status.approval is not None:
         return TimerDue() if now >= status.approval.expiresAt else None
-    if status.schedule is not None and status.checks > 0:
+    if status.pausedAt is not None:
+        return None  # nothing is due until the pause is lifted
+    if status.schedule is not None:
         return TimerDue() if now >= status.schedule.due_at else None
     return Started(None)
+
+
+def controls_changed(status: MonitorStatus, controls: Controls) -> bool:
+    """Whether the annotations ask for what the status has not taken yet: a pause, a
+    resume, or a check-now value not yet honoured."""
+    paused = status.pausedAt is not None
+    asked = bool(controls.check_now) and controls.check_now != status.checkNowHandled
+    return controls.paused != paused or asked
 
 
 ERROR_LIMIT = 2000

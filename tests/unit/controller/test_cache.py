@@ -89,11 +89,13 @@ async def test_a_check_reads_nothing_once_the_watches_have_delivered(
         await reconciler.reconcile(NS, "build")
         calls = [method for method, _ in api.calls[before:]]
         assert [c for c in calls if c in READS] == [], f"check {check} read {calls}"
-        # The floor: one status write and one Event per check; the timer's launch is
-        # found again under its name and needs no write of its own.
+        # The floor: one status write, one Event and the report kept on its step per
+        # check; the timer's launch is found again under its name and needs no write of
+        # its own.
         assert calls == [
             "create_event",  # the report, before the write: a lost write doubles nothing
             "patch_monitor_status",  # the observation accepted
+            "annotate_step",  # the same report kept on its step, off the check's path
             "create_step",
             "create_job",
         ], calls

@@ -230,6 +230,33 @@ def test_monitors_gauge_follows_the_last_status_of_each_monitor() -> None:
     assert gauge("active", "incomplete", "running") == 2
 
 
+def test_active_monitors_gauge_counts_health_and_activity_for_alerting() -> None:
+    from goalkeeper.core.models import HealthState
+
+    metrics = Metrics()
+    failing = MonitorStatus(
+        health=HealthState(state="Failing", failedSteps=2), activity="waiting", checks=3
+    )
+    metrics.set_monitor(NS, "a", failing)
+    metrics.set_monitor(NS, "b", failing)
+    metrics.set_monitor(NS, "c", MonitorStatus(health=HealthState(state="Healthy")))
+
+    def gauge(health: str, activity: str) -> float:
+        labels = {"namespace": NS, "health": health, "activity": activity}
+        return value(metrics, "goalkeeper_active_monitors", **labels)
+
+    assert gauge("Failing", "waiting") == 2 and gauge("Healthy", "starting") == 1
+    # Recovered, and stopped: neither is failing any more.
+    metrics.set_monitor(NS, "a", MonitorStatus(health=HealthState(state="Healthy")))
+    stopped = MonitorStatus.model_validate(
+        {**failing.model_dump(), "monitor": "stopped", "activity": "stopped"}
+    )
+    metrics.set_monitor(NS, "b", stopped)
+    assert gauge("Failing", "waiting") == 0 and gauge("Healthy", "starting") == 2
+    metrics.forget_monitor(NS, "a")
+    assert gauge("Healthy", "starting") == 1
+
+
 def test_errors_retries_and_leadership() -> None:
     metrics = Metrics()
     metrics.record_error("transient")

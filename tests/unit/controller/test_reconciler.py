@@ -196,28 +196,42 @@ async def test_a_conflict_decides_again_from_what_is_there(
     assert len(reports(api)) == 1
 
 
+async def retried(api: FakeApi, reconciler: Reconciler, clock: Clock) -> dict[str, Any]:
+    """The status once the retry a failed or invalid check scheduled has come due."""
+    schedule = status(api)["schedule"]
+    assert "Retrying at" in schedule["description"], schedule
+    clock.now = max(clock.now, datetime.fromisoformat(schedule["nextCheckAt"]))
+    await reconciler.reconcile(NS, "build")
+    return status(api)
+
+
 async def test_a_result_from_a_pod_outside_the_job_is_rejected(
-    api: FakeApi, reconciler: Reconciler
+    api: FakeApi, reconciler: Reconciler, clock: Clock
 ) -> None:
     await started(api, reconciler)
     finish(api, observation_dict("wait"), own_pod=False)
     await reconciler.reconcile(NS, "build")
     st = status(api)
     assert st["checks"] == 0 and "is not a pod of Job" in st["lastRejection"]
-    assert st["step"]["seq"] == 3 and st["step"]["kind"] == "observe", "observed again"
+    await retried(api, reconciler, clock)
+    step = step_in_flight(api)["spec"]
+    assert step["seq"] == 3 and step["kind"] == "observe", "observed again"
     assert reports(api) == []
     warned = [e for e in api.all("Event") if e["reason"] == "ObservationRejected"]
     assert len(warned) == 1 and warned[0]["type"] == "Warning"
     assert "is not a pod of Job" in warned[0]["message"]
 
 
-async def test_a_step_that_vanished_is_observed_again(api: FakeApi, reconciler: Reconciler) -> None:
+async def test_a_step_that_vanished_is_observed_again(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
     await started(api, reconciler)
     step = step_in_flight(api)
     api.delete("MonitorStep", NS, step["metadata"]["name"])
     await reconciler.reconcile(NS, "build")
-    st = status(api)
-    assert st["step"]["seq"] == 3 and st["step"]["kind"] == "observe"
+    st = await retried(api, reconciler, clock)
+    step = step_in_flight(api)["spec"]
+    assert step["seq"] == 3 and step["kind"] == "observe"
     assert st["stepFailureStreak"] == 1
 
 
@@ -407,9 +421,9 @@ async def test_a_timer_step_whose_job_vanished_counts_as_failed_once(
     api.objects.pop(("Job", NS, step["metadata"]["name"]))
     clock.now += TIMER_JOB_GRACE
     await reconciler.reconcile(NS, "build")
-    st = status(api)
     # Recorded at last, as failed: the retry is the next step, not this one again.
-    assert st["stepFailureStreak"] == 1 and st["step"]["seq"] == 4, st
+    st = await retried(api, reconciler, clock)
+    assert st["stepFailureStreak"] == 1 and step_in_flight(api)["spec"]["seq"] == 4, st
 
 
 async def test_a_refusal_no_retry_can_fix_shows_on_the_monitor_until_it_is_over(
@@ -667,6 +681,36 @@ async def test_a_timer_step_retried_later_finds_its_own_step_and_gets_its_job(
     assert status(api)["checks"] == 2
 
 
+async def test_a_timer_step_an_earlier_release_launched_is_taken_though_its_notes_differ(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    """An upgrade while a timer's step runs: the earlier release worded the progress summary
+    and the health note its own way. The step is still ours; one whose task differs is not."""
+    await started(api, reconciler)
+    finish(api, observation_dict("wait", progress=[eta_track()]))
+    await reconciler.reconcile(NS, "build")
+    clock.now += timedelta(seconds=6)
+    await reconciler.reconcile(NS, "build")
+    step = step_in_flight(api)
+    step["spec"]["input"]["progressSummary"] = "modules: 21/27 (worded by v0.1.0)"
+    step["spec"]["input"]["health"] = "A note v0.1.0 wrote."
+    api.objects[("MonitorStep", NS, step["metadata"]["name"])] = step
+    upgraded = Reconciler(api, reconciler.settings, clock=clock)
+    await upgraded.reconcile(NS, "build")
+    assert status(api).get("stop") is None
+    finish(api, observation_dict("wait"))
+    await upgraded.reconcile(NS, "build")
+    assert status(api)["checks"] == 2
+    # A step under the same name that reads another task is foreign: the monitor halts.
+    clock.now += timedelta(seconds=6)
+    await upgraded.reconcile(NS, "build")
+    step = step_in_flight(api)
+    step["spec"]["input"]["task"] = "Delete everything."
+    api.objects[("MonitorStep", NS, step["metadata"]["name"])] = step
+    await Reconciler(api, reconciler.settings, clock=clock).reconcile(NS, "build")
+    assert status(api)["monitor"] == "stopped"
+
+
 async def test_only_an_approval_owned_by_this_monitor_answers_its_request(
     api: FakeApi, reconciler: Reconciler
 ) -> None:
@@ -718,3 +762,104 @@ async def test_only_an_approval_owned_by_this_monitor_answers_its_request(
     st = status(api)
     assert st["monitor"] == "stopped" and [a["name"] for a in st["approvals"]] == ["c-mine"]
     assert "(MonitorApproval c-mine) stopped the stalled run" in st["stop"]["message"]
+
+
+def annotate(api: FakeApi, **annotations: str | None) -> None:
+    """Set (or, with None, remove) annotations of the Monitor, as `kubectl annotate` does."""
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    found = dict(monitor["metadata"].get("annotations") or {})
+    for key, value in annotations.items():
+        key = f"goalkeeper.dev/{key.replace('_', '-')}"
+        if value is None:
+            found.pop(key, None)
+        else:
+            found[key] = value
+    monitor["metadata"]["annotations"] = found
+    api.put("Monitor", monitor)
+
+
+async def test_pause_and_resume_through_the_annotation_within_one_reconcile(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    await waiting_then_due(api, reconciler, clock)
+    steps = api.count("create_step")
+    generation = api.get("Monitor", NS, "build")["metadata"]["generation"]  # type: ignore[index]
+    annotate(api, paused="true")
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["activity"] == "paused" and st["pausedAt"] and st.get("schedule") is None
+    assert api.count("create_step") == steps, "the due timer launched nothing"
+    clock.now += timedelta(hours=1)
+    await reconciler.reconcile(NS, "build")
+    assert api.count("create_step") == steps
+    # A restarted operator finds it paused, and it stays so.
+    restarted = Reconciler(api, reconciler.settings, clock=clock)
+    await restarted.reconcile(NS, "build")
+    assert api.count("create_step") == steps and status(api)["activity"] == "paused"
+    annotate(api, paused=None)
+    await restarted.reconcile(NS, "build")
+    assert api.count("create_step") == steps + 1 and status(api)["activity"] == "observing"
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None and monitor["metadata"]["generation"] == generation
+
+
+async def test_check_now_starts_a_waiting_monitors_check_once(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    await started(api, reconciler)
+    finish(api, observation_dict("wait"))
+    await reconciler.reconcile(NS, "build")
+    steps = api.count("create_step")
+    annotate(api, check_now="2026-12-02T10:00:00.000001Z")
+    await reconciler.reconcile(NS, "build")
+    assert api.count("create_step") == steps + 1, "checked at once, the timer far off"
+    assert status(api)["checkNowHandled"] == "2026-12-02T10:00:00.000001Z"
+    finish(api, observation_dict("wait"))
+    await reconciler.reconcile(NS, "build")
+    await reconciler.reconcile(NS, "build")
+    assert api.count("create_step") == steps + 1 and status(api)["checks"] == 2
+
+
+async def test_a_status_of_v0_1_0_is_migrated_and_stored_without_its_dropped_keys(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    import json
+    from pathlib import Path
+
+    await started(api, reconciler)
+    written = Path(__file__).parents[1] / "statuses" / "v0.1.0" / "waiting.json"
+    old = json.loads(written.read_text())
+    old["health"]["loopActs"], old["health"]["loopTargetStateId"] = 2, "build-21"
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    monitor["status"] = old
+    api.put("Monitor", monitor)
+    clock.now = datetime.fromisoformat(old["schedule"]["nextCheckAt"]) + timedelta(seconds=1)
+    await reconciler.reconcile(NS, "build")
+    assert api.count("create_step") == 3, "the due check of the old status ran"
+    finish(api, observation_dict("wait"))
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["checks"] == old["checks"] + 1
+    assert st["schemaVersion"] == 2 and "loopActs" not in st["health"]
+
+
+async def test_a_status_nothing_can_read_stops_the_monitor_with_a_report(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await started(api, reconciler)
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    monitor["status"] = {**monitor["status"], "schedule": {"nextCheckAt": "soon"}}
+    api.put("Monitor", monitor)
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["monitor"] == "stopped" and "cannot be read" in st["stop"]["message"]
+    assert st["stepSeq"] == 2 and "schedule" not in st
+    assert [e for e in api.all("Event") if e["reason"] == "Report"]
+    assert [e for e in api.all("Event") if e["reason"] == "Stopped"]
+    # Settled: the next reconcile changes nothing.
+    writes = api.count("patch_monitor_status")
+    await reconciler.reconcile(NS, "build")
+    assert api.count("patch_monitor_status") == writes

@@ -23,6 +23,38 @@ def test_defaults() -> None:
     assert settings.approval_window == timedelta(0)
 
 
+def test_the_engine_policy_is_built_from_the_settings_in_one_place() -> None:
+    from goalkeeper.core.policy import Policy
+
+    assert load({}).policy() == Policy(), "the defaults agree"
+    policy = load(
+        {
+            "GOALKEEPER_TIME_SCALE": "1",
+            "GOALKEEPER_STALL_CHECKS": "4",
+            "GOALKEEPER_STEP_RETRY_SECONDS": "2",
+            "GOALKEEPER_FAILURE_WINDOW_SECONDS": "7200",
+            "GOALKEEPER_INVALID_ANSWERS_LIMIT": "9",
+            "GOALKEEPER_BRAKE_ACTS": "6",
+            "GOALKEEPER_APPROVAL_TIMEOUT": "1h",
+            "GOALKEEPER_CONFIRM_AUTHORITY": "true",
+            "GOALKEEPER_MODEL_SPEND_CAP_USD": "3",
+            "GOALKEEPER_WAKE_INTERVAL_SECONDS": "5",
+        }
+    ).policy()
+    assert policy == Policy(
+        minute=timedelta(seconds=1),
+        model_spend_cap_usd=3.0,
+        stall_checks=4,
+        wake_interval=timedelta(seconds=5),
+        approval_window=timedelta(hours=1),
+        confirm_authority=True,
+        retry_first=timedelta(seconds=2),
+        failure_window=timedelta(hours=2),
+        invalid_answers=9,
+        brake_acts=6,
+    )
+
+
 def test_values_and_passthrough() -> None:
     settings = load(
         {
@@ -60,6 +92,10 @@ def test_values_and_passthrough() -> None:
         ({"GOALKEEPER_STALL_CHECKS": "101"}, "GOALKEEPER_STALL_CHECKS: Input should be less"),
         ({"GOALKEEPER_WAKE_INTERVAL_SECONDS": "0"}, "GOALKEEPER_WAKE_INTERVAL_SECONDS: Input"),
         ({"GOALKEEPER_APPROVAL_TIMEOUT": "a day"}, "GOALKEEPER_APPROVAL_TIMEOUT: String should"),
+        ({"GOALKEEPER_STEP_RETRY_SECONDS": "0"}, "GOALKEEPER_STEP_RETRY_SECONDS: Input should"),
+        ({"GOALKEEPER_FAILURE_WINDOW_SECONDS": "0"}, "GOALKEEPER_FAILURE_WINDOW_SECONDS: Input"),
+        ({"GOALKEEPER_INVALID_ANSWERS_LIMIT": "0"}, "GOALKEEPER_INVALID_ANSWERS_LIMIT: Input"),
+        ({"GOALKEEPER_BRAKE_ACTS": "21"}, "GOALKEEPER_BRAKE_ACTS: Input should be less"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], fragment: str) -> None:

@@ -1,0 +1,236 @@
+"""What waits for a person: a paid action, a stall that came back, the brake on repeated
+acts, the first act of a generation; and the person's answer, or its expiry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from goalkeeper.core import authority, guards, health
+from goalkeeper.core.models import (
+    APPROVALS_KEPT,
+    ActionRequest,
+    ApprovalDecision,
+    ApprovalKind,
+    ApprovalRecord,
+    ApprovalRequest,
+    Money,
+    MonitorApprovalSpec,
+    Observation,
+    StopReason,
+)
+from goalkeeper.core.turn.schedule import Scheduling
+
+
+class Asking(Scheduling):
+    def needs_confirmation(self) -> bool:
+        record = self.status.authority
+        return (
+            self.policy.confirm_authority
+            and self.policy.approvals
+            and record is not None
+            and not record.confirmedBy
+        )
+
+    def await_confirmation(self, observation: Observation, action: ActionRequest) -> None:
+        """Pause the first act of a spec generation until a person confirms what was read
+        from the task (an operator setting, with approvals on)."""
+        assert self.status.authority is not None
+        read = "; ".join(authority.describe(self.status.authority))
+        request = self.open_request(
+            ApprovalKind.authority,
+            f"Before its first act this monitor waits until a person confirms what goalkeeper "
+            f"read from the task: {read}. Approving confirms it and runs '{action.action}'; "
+            "rejecting stops the monitor.",
+            action=action,
+        )
+        self.report(observation, next_action=f"awaiting confirmation, then: {action.action}")
+        self.announce(request)
+
+    def await_approval(
+        self, observation: Observation, action: ActionRequest, why: str, need: guards.ApprovalNeed
+    ) -> None:
+        """Pause with a durable request for a person's decision on a paid action."""
+
+        def money(value: Money) -> str:
+            return f"{float(value.amount):.2f} {value.currency}"
+
+        amount = money(need.amount)
+        ceiling = f"the ceiling is {money(need.ceiling)}" if need.ceiling else "no ceiling is set"
+        request = self.open_request(
+            ApprovalKind.paidAction,
+            f"The paid action '{action.action}' needs approval ({why.rstrip('.')}): it is "
+            f"estimated at {money(need.estimate)}, {money(need.spent)} is spent and "
+            f"{ceiling}. Approving adds {amount} to the cost ceiling for this action only.",
+            action=action,
+            estimatedCost=need.estimate,
+            ceiling=need.ceiling,
+            spent=need.spent,
+            amount=need.amount,
+        )
+        self.report(observation, next_action=f"awaiting approval of {amount}: {action.action}")
+        self.announce(request)
+
+    def await_stall_decision(self, observation: Observation) -> None:
+        """A stall that came back after its one recovery: a person decides whether the run
+        goes on (with one more recovery) or stops."""
+        request = self.open_request(
+            ApprovalKind.stalled,
+            f"{self.status.health.message} It stalled again in the same state after its one "
+            "automatic recovery. Approving lets the run go on with one more recovery; "
+            "rejecting stops it.",
+        )
+        self.report(observation, next_action="awaiting a person's decision on the stall")
+        self.announce(request)
+
+    def open_request(self, kind: ApprovalKind, message: str, **details: Any) -> ApprovalRequest:
+        st = self.status
+        st.approval = ApprovalRequest(
+            id=f"req-{st.stepSeq}",
+            kind=kind,
+            check=st.checks,
+            message=message[:2000],
+            requestedAt=self.now,
+            expiresAt=self.now + self.policy.approval_window,
+            **details,
+        )
+        self.judge_health(health.awaiting(st.health, message, self.now))
+        return st.approval
+
+    def announce(self, request: ApprovalRequest) -> None:
+        text = (
+            f"{request.message} Answer request {request.id} with `goalkeeper approve` or "
+            "`goalkeeper reject` and the Monitor's name, or a MonitorApproval owned by the "
+            f"Monitor; without an answer by {request.expiresAt.isoformat()} the monitor stops."
+        )
+        self.notify(f"approval-{request.id}", "ApprovalRequested", text, warning=True)
+
+    def approval_answered(self, name: str, answer: MonitorApprovalSpec, *, owned: bool) -> None:
+        """Take a person's answer to the pending request, given for this Monitor (`owned`);
+        anything else is ignored, once, and says why. While paused an answer waits: what it
+        would launch runs once the monitor is resumed, within the request's window."""
+        st = self.status
+        request = st.approval
+        if request is None or name in request.ignored or any(r.name == name for r in st.approvals):
+            return
+        if self.paused:
+            return
+        problem = None
+        if not owned:
+            # Request ids restart with a recreated Monitor: only the owner tells them apart.
+            problem = (
+                "it is not owned by this Monitor (no ownerReference names its uid), so it may "
+                "answer an earlier Monitor of the same name; answer with `goalkeeper approve` "
+                "or `goalkeeper reject`, which make it owned"
+            )
+        elif answer.requestId != request.id:
+            problem = f"it answers request {answer.requestId}; the pending request is {request.id}"
+        elif not answer.approver:
+            problem = "it names no approver (the goalkeeper-approvals admission policy sets it)"
+        if problem is not None:
+            request.ignored = [*request.ignored, name][-16:]
+            self.notify(
+                f"approval-ignored-{name}",
+                "ApprovalIgnored",
+                f"MonitorApproval {name} was ignored: {problem}.",
+                warning=True,
+            )
+            return
+        approve = answer.decision is ApprovalDecision.approve
+        granted = None
+        if approve and request.amount is not None:
+            amount = request.amount.amount if answer.amount is None else answer.amount
+            granted = Money(amount=amount, currency=request.amount.currency)
+        record = ApprovalRecord(
+            requestId=request.id,
+            name=name,
+            decision=answer.decision,
+            approver=answer.approver,
+            amount=granted,
+            reason=answer.reason,
+            at=self.now,
+        )
+        st.approvals = [*st.approvals, record][-APPROVALS_KEPT:]
+        st.approval = None
+        if request.kind is ApprovalKind.stalled and approve:
+            # One more recovery for this stall; the same stall after it asks again.
+            st.health.recoveredStall = ""
+        self.judge_health(self.health_answered())
+        who = f"{answer.approver} (MonitorApproval {name})"
+        said = f": {answer.reason}" if answer.reason.strip() else "."
+        if request.kind is ApprovalKind.stalled:
+            if approve:
+                self.launch_observe()
+            else:
+                self.final_stop(StopReason.blocked, f"{who} stopped the stalled run{said}")
+            return
+        if request.kind is ApprovalKind.repeatedActs:
+            assert request.action is not None
+            if approve:
+                # The brake is released: the asked act runs, and the next row counts anew.
+                st.health = st.health.model_copy(update={"brakeActs": []})
+                self.launch_action(request.action)
+            else:
+                self.final_stop(StopReason.blocked, f"{who} stopped the repeated acts{said}")
+            return
+        if request.kind is ApprovalKind.authority:
+            assert request.action is not None and st.authority is not None
+            if approve:
+                st.authority.confirmedBy = who[:600]
+                self.launch_action(request.action)
+            else:
+                self.final_stop(
+                    StopReason.outsideAuthority,
+                    f"{who} did not confirm the authority read from the task{said}",
+                )
+            return
+        assert request.action is not None and request.amount is not None
+        if not approve:
+            self.final_stop(
+                StopReason.paidActionNotApproved,
+                f"{who} rejected the paid action '{request.action.action}'{said}",
+            )
+            return
+        assert granted is not None
+        short = guards.approved_short(request.amount, float(granted.amount))
+        if short is not None:
+            self.final_stop(StopReason.paidActionNotApproved, f"{who} approved too little: {short}")
+            return
+        grant = f"{float(granted.amount):.2f} {granted.currency}"
+        action = request.action.model_copy(
+            update={"approval": f"{who} added {grant} to the cost ceiling for this action."}
+        )
+        self.notify(
+            f"approval-{request.id}-accepted",
+            "ApprovalAccepted",
+            f"{who} approved request {request.id}: {grant} for '{action.action}'.",
+        )
+        self.launch_action(action)
+
+    def await_brake_decision(self, observation: Observation, action: ActionRequest) -> None:
+        """Acts in a row left what the checks see unchanged: a person decides whether the
+        asked act may run (the brake is then released) or the run stops."""
+        request = self.open_request(
+            ApprovalKind.repeatedActs,
+            f"{health.brake_text(self.status.health)} The next check asks for "
+            f"'{action.action}' again. Approving runs it and releases the brake; rejecting "
+            "stops the monitor.",
+            action=action,
+        )
+        self.report(observation, next_action=f"awaiting a person's decision: {action.action}")
+        self.announce(request)
+
+    def approval_expired(self) -> bool:
+        """Stop when the pending request is past its window; False when none is pending."""
+        request = self.status.approval
+        if request is None:
+            return False
+        if self.now >= request.expiresAt:
+            self.status.approval = None
+            self.judge_health(self.health_answered())
+            paid = request.kind is ApprovalKind.paidAction
+            self.final_stop(
+                StopReason.paidActionNotApproved if paid else StopReason.blocked,
+                f"No answer came to approval request {request.id} by "
+                f"{request.expiresAt.isoformat()}: {request.message}",
+            )
+        return True

@@ -1,0 +1,333 @@
+"""What a step's end means: a check accepted (and the route it takes), an invalid or
+failed one retried, an act done and verified; and the brake on acts that change nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from goalkeeper.core import authority, guards, health, wakes
+from goalkeeper.core.models import (
+    ActionRequest,
+    ActionResult,
+    AuthorityExtraction,
+    AuthorityRecord,
+    MonitorState,
+    Observation,
+    Outcome,
+    Route,
+    StepKind,
+    StopInfo,
+    StopReason,
+)
+from goalkeeper.core.progress import summary_line, update_tracks
+from goalkeeper.core.turn.approvals import Asking
+from goalkeeper.core.turn.base import safety_limit_message
+
+
+class Turn(Asking):
+    def started(self, generation: int | None) -> None:
+        edited = generation is not None and generation != self.status.observedGeneration
+        if generation is not None:
+            self.status.observedGeneration = generation
+        if self.status.step is not None:
+            return  # a step is in flight: its result drives the next decision
+        if self.status.approval is not None:
+            if edited:  # the request answered the old task: observe the new one
+                self.status.approval = None
+                self.judge_health(self.health_answered())
+                self.launch_observe()
+            return  # awaiting a person: their answer or the window drives it
+        if self.status.schedule is not None:
+            if edited:
+                self.edited_while_waiting(self.status.schedule)
+            return  # waiting: the timer drives the next decision
+        self.launch_observe()
+
+    def accept(self, observation: Observation) -> None:
+        st = self.status
+        step = st.step
+        assert step is not None  # owns() checked it
+        st.step = None
+        if not self.current_step(step) or not self.authority_is_current():
+            # Made under a spec that has since been edited, or before this generation's
+            # authority was read from the task: not a check; read and observe again.
+            self.launch_observe()
+            return
+        self.woken_by = step.wokenBy
+        self.failures_over()
+        st.checks += 1
+        st.goal = observation.goal
+        st.work = observation.work
+        st.lastObservation = observation
+        st.progress = update_tracks(st.progress, observation.progress, self.now)
+        st.progressSummary = summary_line(st.progress)
+        self.judge_health(health.checked(st.health, observation, self.now, self.policy))
+
+        widening = self.record_authority(observation)
+        if widening is not None:
+            self.report_and_stop(observation, *widening)
+        elif observation.route is Route.stop:
+            assert observation.stopReason is not None  # guaranteed by the model
+            self.report_and_stop(
+                observation, StopReason(observation.stopReason.value), observation.reason
+            )
+        elif health.stalled_again(st.health) and self.policy.approvals:
+            self.await_stall_decision(observation)
+        elif health.stalled_again(st.health):
+            self.report_and_stop(
+                observation,
+                StopReason.blocked,
+                f"{st.health.message} It stalled again in the same state after its one "
+                "automatic recovery.",
+            )
+        elif observation.route is Route.wait:
+            if self.limit_reached():
+                self.report_and_stop(
+                    observation, StopReason.safetyLimit, safety_limit_message(self.spec.maxChecks)
+                )
+            elif self.paused:
+                self.report(observation)
+                self.pause()
+            else:
+                watch, _ = wakes.wakeable(observation.watch)
+                self.report(observation, next_check_minutes=self.spec.everyMinutes, wakes_on=watch)
+                self.publish_schedule(watch=observation.watch)
+        else:
+            assert observation.action is not None  # guaranteed by the model
+            self.route_act(observation, observation.action)
+
+    def record_authority(self, observation: Observation) -> tuple[StopReason, str] | None:
+        """Record what an observation's restatement of the pinned authority narrows, and
+        return the refusal of any attempted widening. The forbidden changes the engine
+        found in the task itself stay whatever an observation restates."""
+        st = self.status
+        assert st.contract is not None
+        recorded = st.contract
+        review = guards.review_authority(
+            authority.without_found(recorded, st.authority),
+            st.authorizedActions,
+            observation.contract,
+            observation.authorizedActions,
+        )
+        refusal = review.refusal()
+        if refusal is None:
+            st.contract = authority.with_found(review.contract, recorded)
+            st.authorizedActions = review.actions
+        return refusal
+
+    def extracted(self, extraction: AuthorityExtraction) -> None:
+        """Pin the grants the person's words give, then observe the target."""
+        st = self.status
+        step = st.step
+        assert step is not None  # owns() checked it
+        st.step = None
+        if self.current_step(step):
+            self.failures_over()
+            pinned = authority.pin(
+                self.spec, extraction, generation=st.observedGeneration, author=self.context.author
+            )
+            st.contract = pinned.contract
+            st.authorizedActions = pinned.actions
+            st.authority = pinned.record.model_copy(update={"check": st.checks})
+            st.authorityGeneration = st.observedGeneration
+            self.authority_notice(pinned.record)
+        self.launch_observe()
+
+    def authority_notice(self, record: AuthorityRecord) -> None:
+        kept = [f"{g.field} {g.entry}" for g in record.grants]
+        text = "Authority read from the task: " + ("; ".join(kept) or "no grant, observe only")
+        if record.dropped:
+            text += ". Refused: " + "; ".join(record.dropped)
+        self.notify(
+            f"authority-{self.status.stepSeq}",
+            "AuthorityRecorded",
+            text,
+            warning=bool(record.dropped),
+        )
+
+    def route_act(self, observation: Observation, action: ActionRequest) -> None:
+        refusal = self.refusal(observation, action)
+        need = None
+        if refusal is not None and refusal[0] is StopReason.paidActionNotApproved:
+            need = guards.approval_need(self.status, action, observation.observedSpend)
+        approvable = need is not None and self.policy.approvals
+        braked = refusal is None and health.braked(self.status.health, self.policy)
+        if refusal is not None and not approvable:
+            self.report_and_stop(observation, *refusal)
+        elif braked and not self.policy.approvals:
+            self.report_and_stop(
+                observation, StopReason.blocked, health.brake_text(self.status.health)
+            )
+        elif self.limit_reached():
+            # No check is left to verify the action: not worth asking a person either.
+            self.report_and_stop(
+                observation, StopReason.safetyLimit, safety_limit_message(self.spec.maxChecks)
+            )
+        elif refusal is not None:
+            assert need is not None
+            self.await_approval(observation, action, refusal[1], need)
+        elif braked:
+            self.await_brake_decision(observation, action)
+        elif self.needs_confirmation():
+            self.await_confirmation(observation, action)
+        elif self.paused:
+            self.report(
+                observation,
+                next_action=f"paused; once resumed, a check decides on: {action.action}",
+            )
+            self.pause()
+        else:
+            if health.is_stall_recovery(self.status.health, observation):
+                self.status.health.recoveredStall = self.status.health.fingerprint
+            self.report(observation, next_action=action.action)
+            self.launch_action(action)
+
+    def refusal(
+        self, observation: Observation, action: ActionRequest
+    ) -> tuple[StopReason, str] | None:
+        """The first guard the action fails, as a stop reason and message. Every guard
+        reads the recorded authority in status, never the observation's own."""
+        outside = guards.authority_violation(self.status, action)
+        if outside is not None:
+            return StopReason.outsideAuthority, outside
+        # A forbidden or protected entry is named as such before any coverage question.
+        forbidden = guards.forbidden_mutation(self.status, action, self.context.namespace)
+        if forbidden is not None:
+            return forbidden
+        namespace = self.context.namespace
+        uncovered = guards.mutation_outside_contract(self.status.contract, action, namespace)
+        if uncovered is not None:
+            return StopReason.outsideAuthority, uncovered
+        if guards.repeats_repair(self.status.repairsDone, action):
+            return StopReason.repairRepeated, (
+                f"Failure '{action.failureId}' in target state '{action.targetStateId}' "
+                "returned after a completed repair; the same repair cycle does not run twice."
+            )
+        spend = guards.spend_violation(self.status, action, observation.observedSpend)
+        if spend is not None:
+            return StopReason.paidActionNotApproved, spend
+        repetition = guards.repetition_violation(self.status.attempts, action)
+        if repetition is not None:
+            return StopReason.blocked, repetition
+        if self.context.author_denied:
+            return StopReason.outsideAuthority, self.context.author_denied
+        return None
+
+    def reject(self, error: str) -> None:
+        """An invalid answer: not a check; retried after a growing delay, and the run ends
+        only after `invalid_answers` of them in a row."""
+        st = self.status
+        assert st.step is not None  # owns() checked it
+        kind = st.step.kind
+        st.step = None
+        st.invalidStreak += 1
+        st.lastRejection = error[:4000]
+        seq = st.stepSeq
+        what = "observation" if kind is StepKind.observe else "task reading"
+        self.notify(
+            f"step-{seq}-rejected",
+            "ObservationRejected",
+            f"The {what} of step {seq} was invalid and not counted: {error}",
+            warning=True,
+        )
+        limit = self.policy.invalid_answers
+        if st.invalidStreak >= limit:
+            self.stop(
+                StopReason.blocked,
+                f"The {what} was invalid {st.invalidStreak} times in a row (the limit is "
+                f"{limit}, GOALKEEPER_INVALID_ANSWERS_LIMIT): {error}",
+            )
+            return
+        self.retry_later(
+            self.failures_in_a_row(),
+            f"the {what} of step {seq} was invalid ({st.invalidStreak} in a row, "
+            f"{limit} end the run): {error}",
+        )
+
+    def finished(self, result: ActionResult) -> None:
+        step = self.status.step
+        assert step is not None and step.action is not None
+        self.status.step = None
+        self.close_action(step, result.outcome, result.evidence, result.actualCost)
+        if step.kind is StepKind.repair:
+            if result.outcome is Outcome.blocked:
+                self.stop(StopReason.blocked, f"The repair could not run: {result.evidence}")
+                return
+            if result.outcome is Outcome.succeeded:
+                self.status.repairsDone = guards.record_repair(
+                    self.status.repairsDone, step.action, step.check
+                )
+        self.launch_observe()
+
+    def failed(self, message: str, permanent: bool) -> None:
+        """A step ended without a result. A reading step is retried after a growing delay;
+        the run ends only when steps have failed for the whole failure window."""
+        st = self.status
+        step = st.step
+        assert step is not None
+        st.step = None
+        self.notify(
+            f"step-{step.seq}-failed",
+            "StepFailed",
+            f"The {step.kind} step {step.seq} failed: {message}",
+            warning=True,
+        )
+        self.judge_health(health.step_failed(st.health, self.now, self.policy))
+        if permanent:
+            self.stop(StopReason.blocked, f"The {step.kind} step cannot run: {message}")
+            return
+        if st.failingSince is None:
+            st.failingSince = self.now
+        failing_for = self.now - st.failingSince
+        if step.kind in (StepKind.observe, StepKind.extract):
+            st.stepFailureStreak += 1
+            window = self.policy.failure_window
+            if failing_for >= window:
+                self.stop(
+                    StopReason.blocked,
+                    f"Steps have failed to run for {_hours(failing_for)} (since "
+                    f"{st.failingSince.isoformat()}, the GOALKEEPER_FAILURE_WINDOW_SECONDS "
+                    f"window is {_hours(window)}); the last, {step.kind} step {step.seq}: "
+                    f"{message}",
+                )
+                return
+            self.retry_later(
+                self.failures_in_a_row(),
+                f"the {step.kind} step {step.seq} failed ({st.stepFailureStreak} in a row, "
+                f"failing since {st.failingSince.isoformat()}): {message}",
+            )
+            return
+        # The action's effect is unknown: record it as failed and verify by observing.
+        self.close_action(step, Outcome.failed, f"The step failed to run: {message}", None)
+        self.launch_observe()
+
+    def failures_in_a_row(self) -> int:
+        return self.status.stepFailureStreak + self.status.invalidStreak
+
+    def failures_over(self) -> None:
+        """A step answered validly: whatever failed before is over."""
+        st = self.status
+        st.invalidStreak = 0
+        st.stepFailureStreak = 0
+        st.failingSince = None
+        st.lastRejection = None
+
+    def timer_due(self) -> None:
+        if not self.approval_expired():
+            self.timer_fired()
+
+    def cancel(self) -> None:
+        # The resource is gone: record why, and emit nothing more.
+        self.status.monitor = MonitorState.stopped
+        self.status.step = None
+        self.status.schedule = None
+        self.status.pausedAt = None
+        self.status.stop = StopInfo(
+            reason=StopReason.cancelled, message="The monitor was deleted.", at=self.now
+        )
+        self.quiet = True
+
+
+def _hours(span: timedelta) -> str:
+    hours = span.total_seconds() / 3600
+    return f"{hours:.1f} h" if hours >= 1 else f"{span.total_seconds() / 60:.0f} min"
