@@ -55,12 +55,13 @@ from goalkeeper.core.models import StepPod
 
 STEP_HISTORY = 3
 # A check's writes that no operator can do without: its step, the step's Job, the status
-# that accepts it, and its report.
+# that accepts it, and its report, as an Event and kept on its step (`goalkeeper history`).
 WRITE_FLOORS = {
     ("create", "monitorsteps"): 1,
     ("create", "jobs"): 1,
     ("patch", "monitors/status"): 1,
     ("create", "events"): 1,
+    ("patch", "monitorsteps"): 1,
 }
 PROBE_PAUSE_S = 0.1
 COMPONENTS = ("operator", "kube-apiserver", "etcd", "kube-controller-manager")

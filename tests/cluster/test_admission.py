@@ -164,6 +164,113 @@ def test_only_the_steps_own_pod_writes_its_result_and_only_once(
     assert "status" not in untouched or "result" not in untouched["status"]
 
 
+REPORT, CHECK = "goalkeeper.dev/report", "goalkeeper.dev/check"
+
+
+def annotate(api: Any, namespace: str, step: str, annotations: dict[str, str]) -> Any:
+    """A merge patch of a MonitorStep's annotations, as the operator keeps a report."""
+    return client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        step,
+        {"metadata": {"annotations": annotations}},
+        _content_type="application/merge-patch+json",
+    )
+
+
+def kept_report(api: Any, namespace: str, step: str) -> str | None:
+    stored = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, step
+    )
+    report: str | None = (stored["metadata"].get("annotations") or {}).get(REPORT)
+    return report
+
+
+def test_only_the_operator_keeps_a_report_on_a_step(
+    control_plane: Any, api_client: Any, step_ns: str, as_account: Any
+) -> None:
+    ns = step_ns
+    name = monitor_step(api_client, ns, "mine-1-observe-aaaaa")["metadata"]["name"]
+    forged = {REPORT: "Monitor: stopped\nGoal: complete", CHECK: "1"}
+    unbound = as_account(token(api_client, ns, OBSERVER))
+    wait_for_policy(api_client, ns, name, unbound)
+    my_pod = idle_pod(api_client, ns, f"{name}-x7k2p", OBSERVER)
+    me = as_account(token(api_client, ns, OBSERVER, my_pod))
+    actor_pod = idle_pod(api_client, ns, "mine-2-act-aaaaa-m4n5b", ACTOR)
+    actor = as_account(token(api_client, ns, ACTOR, actor_pod))
+
+    # The step's own pod, the observer and the actor: RBAC lets none write a step itself.
+    for who in (me, unbound, actor):
+        said = refused(lambda who=who: annotate(who, ns, name, forged))
+        assert "cannot patch resource" in said, said
+    # Through the status its pod may write, nothing of the metadata is kept.
+    client.CustomObjectsApi(me).patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        ns,
+        PLURAL,
+        name,
+        {
+            "metadata": {"annotations": forged},
+            "status": {"phase": "Running", "pod": pod_ref(my_pod)},
+        },
+        _content_type="application/merge-patch+json",
+    )
+    assert kept_report(api_client, ns, name) is None
+
+    # A namespace admin's Role that lets the actor patch MonitorSteps: the metadata
+    # policy still refuses it any annotation.
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    rbac.create_namespaced_role(
+        ns,
+        {
+            "metadata": {"name": "actor-patches-steps"},
+            "rules": [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["patch"]}],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        ns,
+        {
+            "metadata": {"name": "actor-patches-steps"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                        "name": "actor-patches-steps"},
+            "subjects": [{"kind": "ServiceAccount", "name": ACTOR, "namespace": ns}],
+        },
+    )  # fmt: skip
+
+    def past_rbac() -> str | None:
+        try:
+            annotate(actor, ns, name, forged)
+        except ApiException as error:
+            return None if "cannot patch resource" in str(error.body) else str(error.body)
+        return "accepted"
+
+    said = wait_for(past_rbac, 60, "the actor's Role to take effect")
+    assert "may not change an object's annotations" in said, said
+    assert kept_report(api_client, ns, name) is None
+
+    # The operator's own identity (config/rbac/operator.yaml), with a token and nothing
+    # more, keeps the report.
+    control_plane.kubectl(
+        "apply", "-f", str(REPO / "config" / "rbac" / "operator.yaml"), check=True
+    )
+    core = client.CoreV1Api(api_client)
+    wait_for(
+        lambda: [
+            a
+            for a in core.list_namespaced_service_account("goalkeeper-system").items
+            if a.metadata.name == "goalkeeper-operator"
+        ],
+        30,
+        "the operator's ServiceAccount",
+    )
+    operator = as_account(token(api_client, "goalkeeper-system", "goalkeeper-operator"))
+    annotate(operator, ns, name, {REPORT: "Monitor: active", CHECK: "1"})
+    assert kept_report(api_client, ns, name) == "Monitor: active"
+
+
 def can_i(control_plane: Any, namespace: str, account: str, verb: str, resource: str) -> bool:
     resource, _, subresource = resource.partition("/")
     done = control_plane.kubectl(

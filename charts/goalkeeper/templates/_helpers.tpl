@@ -41,8 +41,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [get, patch]
 - apiGroups: [goalkeeper.dev]
   resources: [monitorsteps]
-  # deletecollection: old steps are pruned in batches, one request each.
-  verbs: [get, list, watch, create, delete, deletecollection]
+  # deletecollection: old steps are pruned in batches, one request each. patch: a check's
+  # report is kept on its observe step (annotations only; a step's status is its pod's).
+  verbs: [get, list, watch, create, patch, delete, deletecollection]
 # A monitor awaiting approval reads the answers people created.
 - apiGroups: [goalkeeper.dev]
   resources: [monitorapprovals]
