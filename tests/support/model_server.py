@@ -4,8 +4,9 @@ The server answers `POST /v1/chat/completions` (and `/chat/completions`) from a 
 queue of replies that tests fill in advance. Each reply is a tool-call turn, a final
 structured answer (a call of the `final_result` output tool), plain text, an HTTP error, or
 a callable that builds one of those from the request body. Every request body is recorded,
-every successful reply reports token usage, and `fail_next(n)` makes the next `n` requests
-answer with an HTTP error before the script carries on.
+every successful reply reports token usage, `fail_next(n)` makes the next `n` requests
+answer with an HTTP error before the script carries on, and `refuse_all()` makes every
+request answer with one (an outage) until `answer_again()`.
 
 It binds 127.0.0.1 on a free port and runs in a background thread, so it serves a step run
 in-process or as a subprocess alike::
@@ -119,6 +120,7 @@ class ModelServer:
         self.requests: list[RecordedRequest] = []
         self._script: deque[Reply | Responder] = deque()
         self._failures: deque[HttpError] = deque()
+        self._outage: HttpError | None = None
         self._lock = threading.Lock()
         self._ids = count(1)
         self._httpd: ThreadingHTTPServer | None = None
@@ -195,6 +197,21 @@ class ModelServer:
         with self._lock:
             self._failures.extend(HttpError(status, message) for _ in range(n))
 
+    def refuse_all(self, status: int = 503, message: str = "the service is unavailable") -> None:
+        """An outage: every request answers with this HTTP error until `answer_again()`;
+        the script and `fail_next` wait meanwhile."""
+        with self._lock:
+            self._outage = HttpError(status, message)
+
+    def answer_again(self) -> None:
+        with self._lock:
+            self._outage = None
+
+    @property
+    def refused(self) -> list[RecordedRequest]:
+        """The requests answered with an HTTP error."""
+        return [r for r in self.requests if r.status >= 400]
+
     @property
     def remaining(self) -> int:
         with self._lock:
@@ -219,6 +236,8 @@ class ModelServer:
             self.requests.append(record)
             if not path.rstrip("/").endswith("/chat/completions"):
                 reply: Reply | Responder = HttpError(404, f"unknown path {path}")
+            elif self._outage is not None:
+                reply = self._outage
             elif self._failures:
                 reply = self._failures.popleft()
             elif self._script:
