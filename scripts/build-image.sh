@@ -6,14 +6,24 @@
 #   ${GOALKEEPER_CACHE:-~/.cache/goalkeeper}/debian-bookworm-python3.tar
 # Idempotent: present tools, tarball, base image and a running dockerd are reused. Needs
 # root (apt-get, debootstrap, dockerd). Prints the image name on stdout (last line).
+# The tag is pyproject.toml's version, as the chart's appVersion (tests/unit/test_releases.py);
+# `--print-image` prints the name and builds nothing.
 set -euo pipefail
 
-IMAGE="${GOALKEEPER_IMAGE:-goalkeeper:0.1.0}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$here/.."
+# The `version = "X.Y.Z"` line of pyproject.toml's [project] table.
+version="$(awk '/^\[/ { project = ($0 == "[project]") }
+  project && /^version *= *"/ { gsub(/^version *= *"|".*$/, ""); print; exit }' "$repo/pyproject.toml")"
+[[ -n "$version" ]] || { echo "no [project] version in $repo/pyproject.toml" >&2; exit 1; }
+IMAGE="${GOALKEEPER_IMAGE:-goalkeeper:$version}"
+if [[ "${1:-}" == "--print-image" ]]; then
+  echo "$IMAGE"
+  exit 0
+fi
 RELEASE=bookworm
 BASE_IMAGE="goalkeeper-base:$RELEASE-python3"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$here/.."
 cache_root="${GOALKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/goalkeeper}"
 tarball="$cache_root/debian-$RELEASE-python3.tar"
 # The host's CA bundle: pip inside the build must trust what the host trusts.

@@ -1,3 +1,3 @@
 """goalkeeper: a Kubernetes operator that finishes an authorized goal."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

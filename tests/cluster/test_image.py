@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from goalkeeper import __version__
 from tests.cluster.test_chart import finish_one_monitor
 from tests.e2e.harness import write_token_kubeconfig
 from tests.support.cluster_fixtures import REPO
@@ -25,7 +26,7 @@ from tests.support.model_server import ModelServer
 
 pytestmark = pytest.mark.cluster
 
-IMAGE = os.environ.get("GOALKEEPER_IMAGE", "goalkeeper:0.1.0")
+IMAGE = os.environ.get("GOALKEEPER_IMAGE", f"goalkeeper:{__version__}")
 
 
 def docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

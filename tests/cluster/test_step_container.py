@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 
+from goalkeeper import __version__
 from goalkeeper.controller import manifests
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core.models import ActionResult, MonitorStepStatus, Observation
@@ -49,7 +50,7 @@ from tests.support.observations import AUTHORIZED, action, contract, observation
 
 pytestmark = pytest.mark.cluster
 
-IMAGE = os.environ.get("GOALKEEPER_IMAGE", "goalkeeper:0.1.0")
+IMAGE = os.environ.get("GOALKEEPER_IMAGE", f"goalkeeper:{__version__}")
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 KEY_SECRET = "model-api"
 # Room for the container to start and finish; the Job's activeDeadlineSeconds bounds a run.
