@@ -31,7 +31,7 @@ from goalkeeper.controller.api import (
 )
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core import migrate, permissions
-from goalkeeper.core.controls import controls_of
+from goalkeeper.core.controls import Controls, controls_of
 from goalkeeper.core.engine import (
     ApprovalAnswered,
     Decision,
@@ -443,8 +443,9 @@ class Reconciler:
                 "maxChecks": found.input.maxChecks,
             }
             spec = spec.model_copy(update=launched_from)
-        # As launched: a launch its author was denied would not have been made at all.
-        decision = self._decide(monitor, spec, status, TimerDue(), at)
+        # As launched: a launch its author was denied would not have been made at all, and
+        # a pause set since then stops what follows the step, not the step itself.
+        decision = self._decide(monitor, spec, status, TimerDue(), at, as_launched=True)
         launches = [e for e in decision.effects if isinstance(e, LaunchStep)]
         return (
             decision.unrecorded
@@ -525,7 +526,11 @@ class Reconciler:
         event: Event,
         now: datetime,
         author_denied: str = "",
+        *,
+        as_launched: bool = False,
     ) -> Decision:
+        """The engine's decision for this monitor; `as_launched` leaves out the person's
+        controls, to make again a launch that was made before them."""
         meta = monitor["metadata"]
         annotations = meta.get("annotations")
         author = permissions.author_of(annotations)
@@ -533,7 +538,7 @@ class Reconciler:
             namespace=meta["namespace"],
             author=author.user if author is not None else "",
             author_denied=author_denied,
-            controls=controls_of(annotations),
+            controls=Controls() if as_launched else controls_of(annotations),
         )
         return decide(spec, status, event, now, self.policy, context)
 

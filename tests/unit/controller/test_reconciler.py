@@ -804,6 +804,27 @@ async def test_pause_and_resume_through_the_annotation_within_one_reconcile(
     assert monitor is not None and monitor["metadata"]["generation"] == generation
 
 
+async def test_a_pause_while_a_timer_step_runs_lets_it_finish(
+    api: FakeApi, reconciler: Reconciler, clock: Clock
+) -> None:
+    """The timer's step is launched without a status write and found again by name: a pause
+    set while it runs must not make it look like a step nobody launched."""
+    await waiting_then_due(api, reconciler, clock)
+    await reconciler.reconcile(NS, "build")
+    steps = api.count("create_step")
+    assert "step" not in status(api), "launched by the timer, unrecorded"
+    annotate(api, paused="true")
+    fresh = Reconciler(api, reconciler.settings, clock=clock)  # compares the step anew
+    await fresh.reconcile(NS, "build")
+    st = status(api)
+    assert st["monitor"] == "active" and st["pausedAt"], st.get("stop")
+    finish(api, observation_dict("wait"))
+    await fresh.reconcile(NS, "build")
+    st = status(api)
+    assert st["checks"] == 2 and st["activity"] == "paused"
+    assert api.count("create_step") == steps
+
+
 async def test_check_now_starts_a_waiting_monitors_check_once(
     api: FakeApi, reconciler: Reconciler, clock: Clock
 ) -> None:
