@@ -252,9 +252,13 @@ def test_an_act_that_changes_what_the_checks_see_releases_the_brake() -> None:
         check(loop, observation("act", action=action(failureId=f"f{n}")))
         loop.send(StepFinished(loop.seq, result()))
     assert len(loop.status.health.brakeActs) == BRAKE_ACTS - 1
-    # The target moved: a wait that sees new progress ends the row.
+    # The target moved: the next check that asks for an act sees new progress, and the
+    # row starts again from its act.
     check(loop, running(22))
-    assert loop.status.health.state is Health.Healthy and loop.status.health.brakeActs == []
+    moved = [track("modules", 22, 27, T0)]
+    check(loop, observation("act", progress=moved, action=action(failureId="later")))
+    assert loop.status.health.state is Health.Healthy
+    assert [a.check for a in loop.status.health.brakeActs] == [loop.status.checks]
 
 
 def test_with_approvals_on_the_brake_asks_a_person_and_approval_runs_the_act() -> None:
@@ -379,3 +383,57 @@ def test_a_track_that_moved_and_then_froze_is_stalled_after_exactly_the_threshol
         check(loop, running(moves + 1))
         stalled = loop.status.health.state is Health.Stalled
         assert stalled is (n == stall_checks), n
+
+
+def test_a_finished_track_or_a_status_change_is_no_progress_signal() -> None:
+    loop = Loop(maxChecks=1000)
+    loop.send(Started(generation=1))
+    # A counted phase moves and completes; the next phase runs with no counter of its own.
+    check(loop, running(50))
+    done = [track("modules", 100, 100, T0, status="complete")]
+    check(loop, observation("wait", work="running", progress=done))
+    for _ in range(5 * STALL_CHECKS):
+        check(loop, observation("wait", work="running", progress=done))
+        assert loop.status.health.state is not Health.Stalled
+    # A track without numbers that changes status is no signal either.
+    loop = Loop(maxChecks=1000)
+    loop.send(Started(generation=1))
+    for status in ["waiting", "running", "running", "running", "running", "running"]:
+        untracked = [track("phase", 0, None, T0, status=status) | {"completed": None}]
+        check(loop, observation("wait", work="running", progress=untracked))
+        assert loop.status.health.state is not Health.Stalled
+
+
+def test_the_brake_holds_across_waits_and_respellings_of_the_same_object() -> None:
+    loop = Loop(maxChecks=1000)
+    loop.send(Started(generation=1))
+    spellings = ["jobs/build", "default/jobs/build", "jobs.batch/build", "jobs/build"]
+    stop, n = None, 0
+    for n, spelling in enumerate(spellings):
+        asked = action(failureId=f"f{n}", targetStateId=f"s{n}", mutationSet=[spelling])
+        effects = check(loop, observation("act", action=asked))
+        stop = next((e for e in effects if isinstance(e, StopMonitor)), None)
+        if stop is not None:
+            break
+        loop.send(StepFinished(loop.seq, result()))
+        # A wait in between, whatever it sees, does not reset the row.
+        check(loop, observation("wait", work="running"))
+    assert stop is not None and n == BRAKE_ACTS, (n, loop.status.health.brakeActs)
+    assert stop.reason is StopReason.blocked
+
+
+def test_acts_on_other_objects_each_get_their_own_count() -> None:
+    from tests.support.observations import contract
+
+    both = contract(allowedResources=["jobs/build", "jobs/lint"])
+    loop = Loop(maxChecks=1000, granted_by_first_observation=True)
+    loop.send(Started(generation=1))
+    for n in range(2 * BRAKE_ACTS):
+        target = ["jobs/build", "jobs/lint"][n % 2]
+        asked = action(failureId=f"f{n}", mutationSet=[target])
+        effects = check(loop, observation("act", contract=both, action=asked))
+        assert [e.kind for e in effects if isinstance(e, LaunchStep)] == [StepKind.act], n
+        loop.send(StepFinished(loop.seq, result()))
+    again = action(failureId="again", mutationSet=["jobs/build"])
+    braked = check(loop, observation("act", contract=both, action=again))
+    assert [e for e in braked if isinstance(e, StopMonitor)], "build's next act is braked"

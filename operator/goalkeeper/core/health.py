@@ -24,6 +24,7 @@ from hashlib import sha256
 
 from goalkeeper.core.models import (
     BRAKE_ACTS_MAX,
+    TERMINAL_TRACK_STATUSES,
     ActionKind,
     ActionRequest,
     BrakeAct,
@@ -47,81 +48,118 @@ def _tracks(observation: Observation) -> list[tuple[str, str, object, object]]:
     return sorted((t.key, t.status.value, t.completed, t.total) for t in observation.progress or ())
 
 
+def _signal(observation: Observation) -> list[tuple[str, object]]:
+    """The progress signal: the counters of tracks still under way. A finished track, a
+    track without a number, or a change of status or label is no signal of movement."""
+    return sorted(
+        (t.key, t.completed)
+        for t in observation.progress or ()
+        if t.completed is not None and t.status not in TERMINAL_TRACK_STATUSES
+    )
+
+
 def fingerprint(observation: Observation) -> str:
     """What a check saw that moves when work moves: the work state and every track."""
     return _digest([observation.work.value, _tracks(observation)])
 
 
-def brake_fingerprint(observation: Observation) -> str:
-    """What a check that asks for an act saw, as the engine reckons it: the goal and work
-    states, every track, and the objects the act would change (parsed, so a respelling
-    of the same object is the same). The model's failure and target-state IDs are not
-    part of it: renaming them changes nothing here."""
-    action = observation.action
-    targets = sorted(_target(entry) for entry in (action.mutationSet if action else ()))
-    seen = [observation.goal.value, observation.work.value, _tracks(observation), targets]
-    return _digest(seen)
+def _seen(observation: Observation) -> str:
+    """What a check saw, as the brake reckons it: the goal and work states and every track."""
+    return _digest([observation.goal.value, observation.work.value, _tracks(observation)])
 
 
-def _target(entry: str) -> str:
-    # The namespace is the same for every entry of one monitor: any placeholder compares.
-    parsed = parse_entry(entry, "-")
-    return " ".join(entry.split()) if parsed is None else repr(parsed)
+def acted_on(action: ActionRequest, namespace: str) -> str:
+    """The objects an act changes, parsed in the monitor's namespace, so a respelling of
+    the same object is the same. The model's failure and target-state IDs are no part of
+    it: renaming them changes nothing here."""
+    targets = []
+    for entry in action.mutationSet:
+        parsed = parse_entry(entry, namespace)
+        targets.append(" ".join(entry.split()) if parsed is None else repr(parsed))
+    return _digest(sorted(targets))
 
 
 def checked(
-    health: HealthState, observation: Observation, now: datetime, policy: Policy
+    health: HealthState,
+    observation: Observation,
+    now: datetime,
+    policy: Policy,
+    namespace: str = "default",
 ) -> HealthState:
     """The health after an accepted check (with the act it asks for, if any)."""
-    seen = fingerprint(observation)
-    tracks = _tracks(observation)
+    signal = _signal(observation)
+    keys, values = _digest([k for k, _ in signal]), _digest(signal) if signal else ""
+    # Moved: a counter of the same tracks as the check before changed.
     moved = health.progressMoved or (
-        bool(tracks) and bool(health.trackPrint) and _digest(tracks) != health.trackPrint
+        bool(signal)
+        and keys == health.signalKeys
+        and bool(health.trackPrint)
+        and values != health.trackPrint
     )
     running = observation.work is WorkState.running
-    stalled = health.stalledChecks + 1 if running and seen == health.fingerprint else 0
-    brake_seen, acts = "", list[BrakeAct]()
+    same = keys == health.signalKeys and values == health.trackPrint
+    stalled = health.stalledChecks + 1 if running and same else 0
+    # The brake compares what each check that asks for an act saw with what the one
+    # before it saw; checks that ask for none in between (a wait) neither add to the row
+    # nor reset it.
+    seen, acts = health.brakeFingerprint, health.brakeActs
     if observation.route is Route.act:
-        brake_seen = brake_fingerprint(observation)
-        acts = health.brakeActs if brake_seen == health.brakeFingerprint else []
+        seen = _seen(observation)
+        acts = health.brakeActs if seen == health.brakeFingerprint else []
     updated = health.model_copy(
         update={
-            "fingerprint": seen,
-            "trackPrint": _digest(tracks) if tracks else "",
+            "fingerprint": fingerprint(observation),
+            "signalKeys": keys,
+            "trackPrint": values,
             "stalledChecks": stalled,
             "progressMoved": moved,
-            "noSignalNoted": health.noSignalNoted and running,
-            "brakeFingerprint": brake_seen,
+            "brakeFingerprint": seen,
             "brakeActs": acts,
             "failedSteps": 0,
         }
     )
-    return _judged(updated, now, policy)
+    return _judged(updated, now, policy, _asked_on(observation, namespace))
 
 
-def acted(health: HealthState, action: ActionRequest, check: int) -> HealthState:
+def _asked_on(observation: Observation, namespace: str) -> str:
+    action = observation.action if observation.route is Route.act else None
+    return acted_on(action, namespace) if action is not None else ""
+
+
+def acted(health: HealthState, action: ActionRequest, check: int, namespace: str) -> HealthState:
     """The brake's row with the act just launched at its end."""
-    act = BrakeAct(check=check, kind=action.kind, action=action.action[:300])
+    act = BrakeAct(
+        check=check,
+        kind=action.kind,
+        action=action.action[:300],
+        target=acted_on(action, namespace),
+    )
     return health.model_copy(update={"brakeActs": [*health.brakeActs, act][-BRAKE_ACTS_MAX:]})
 
 
-def braked(health: HealthState, policy: Policy) -> bool:
-    """`brake_acts` acts in a row left what the checks see unchanged, and one more is
-    asked for: it does not run without a person."""
-    return bool(health.brakeFingerprint) and len(health.brakeActs) >= policy.brake_acts
+def repeats(health: HealthState, target: str) -> list[BrakeAct]:
+    """The acts of the row on the same objects as `target`."""
+    return [a for a in health.brakeActs if a.target == target]
 
 
-def brake_text(health: HealthState) -> str:
-    acts = "; ".join(f"check {a.check}: {a.kind} '{a.action}'" for a in health.brakeActs)
+def braked(health: HealthState, policy: Policy, action: ActionRequest, namespace: str) -> bool:
+    """`brake_acts` acts on these objects in a row left what the checks see unchanged, and
+    one more is asked for: it does not run without a person."""
+    return len(repeats(health, acted_on(action, namespace))) >= policy.brake_acts
+
+
+def brake_text(health: HealthState, target: str = "") -> str:
+    acts = repeats(health, target) if target else health.brakeActs
+    listed = "; ".join(f"check {a.check}: {a.kind} '{a.action}'" for a in acts)
     return (
-        f"{len(health.brakeActs)} acts in a row left what the checks see unchanged (work, "
-        f"progress and the objects acted on): {acts}."
+        f"{len(acts)} acts in a row left what the checks see unchanged (work, progress "
+        f"and goal, on the same objects): {listed}."
     )[:1000]
 
 
 def step_failed(health: HealthState, now: datetime, policy: Policy) -> HealthState:
     failed = health.model_copy(update={"failedSteps": health.failedSteps + 1})
-    return _judged(failed, now, policy)
+    return _judged(failed, now, policy, "")
 
 
 def is_stall_recovery(health: HealthState, observation: Observation) -> bool:
@@ -149,7 +187,7 @@ def awaiting(health: HealthState, message: str, now: datetime) -> HealthState:
 
 def answered(health: HealthState, now: datetime, policy: Policy) -> HealthState:
     """The health once a person's decision came: from the streaks again."""
-    return _judged(health, now, policy)
+    return _judged(health, now, policy, "")
 
 
 NO_SIGNAL_NOTE = (
@@ -161,7 +199,9 @@ NO_SIGNAL_NOTE = (
 
 
 def note_for_observe(health: HealthState) -> str:
-    """What the next observe step is told of an unhealthy run ('' when healthy)."""
+    """What the next observe step is told of an unhealthy run ('' when healthy). The note
+    that the target shows no progress signal comes once, after the first check that saw
+    running work unchanged: it follows from the streak, so a launch needs no write for it."""
     if health.state is Health.Stalled:
         return (
             f"{health.message} If a recorded authorized action recovers it, request that "
@@ -171,36 +211,24 @@ def note_for_observe(health: HealthState) -> str:
         )
     if health.state in (Health.RunawayLoop, Health.Failing):
         return health.message
-    if _without_signal(health) and not health.noSignalNoted:
+    if health.stalledChecks == 1 and not health.progressMoved:
         return NO_SIGNAL_NOTE
     return ""
 
 
-def noted(health: HealthState) -> HealthState:
-    """The health once an observe step was told what `note_for_observe` says: the note
-    that the target shows no progress signal is given once."""
-    if _without_signal(health) and health.state is not Health.Stalled:
-        return health.model_copy(update={"noSignalNoted": True})
-    return health
-
-
-def _without_signal(health: HealthState) -> bool:
-    return health.stalledChecks > 0 and not health.progressMoved
-
-
-def _judged(health: HealthState, now: datetime, policy: Policy) -> HealthState:
-    state, message = _state(health, policy)
+def _judged(health: HealthState, now: datetime, policy: Policy, asked_on: str) -> HealthState:
+    state, message = _state(health, policy, asked_on)
     if state is health.state and message == health.message:
         return health
     since = now if state is not health.state else health.since
     return health.model_copy(update={"state": state, "message": message, "since": since})
 
 
-def _state(health: HealthState, policy: Policy) -> tuple[Health, str]:
+def _state(health: HealthState, policy: Policy, asked_on: str) -> tuple[Health, str]:
     if health.failedSteps >= FAILING_STEPS:
         return Health.Failing, f"The last {health.failedSteps} steps failed to run."
-    if health.brakeFingerprint and len(health.brakeActs) >= max(policy.brake_acts - 1, 1):
-        return Health.RunawayLoop, brake_text(health)
+    if asked_on and len(repeats(health, asked_on)) >= max(policy.brake_acts - 1, 1):
+        return Health.RunawayLoop, brake_text(health, asked_on)
     if health.progressMoved and health.trackPrint and health.stalledChecks >= policy.stall_checks:
         return Health.Stalled, (
             f"The target claims running work, but its progress, which moved before, has "

@@ -763,6 +763,9 @@ class BrakeAct(Model):
     check: Count
     kind: ActionKind
     action: Annotated[str, Field(max_length=300)]
+    target: Annotated[str, Field(max_length=64)] = Field(
+        default="", description="The objects it changed, as the engine reckons them."
+    )
 
 
 class HealthState(Model):
@@ -777,26 +780,26 @@ class HealthState(Model):
     fingerprint: Annotated[str, Field(max_length=64)] = Field(
         default="", description="What the last check saw move (work state, progress values)."
     )
+    signalKeys: Annotated[str, Field(max_length=64)] = Field(
+        default="", description="Which counters of unfinished tracks the last check saw."
+    )
     trackPrint: Annotated[str, Field(max_length=64)] = Field(
-        default="", description="The progress tracks the last check saw; empty for none."
+        default="", description="Their values; empty when it saw none (no progress signal)."
     )
     progressMoved: bool = Field(
         default=False,
-        description="A progress track or counter moved between two checks of this run: "
-        "only such a target can be stalled.",
-    )
-    noSignalNoted: bool = Field(
-        default=False,
-        description="The observe step was told the target shows no progress signal.",
+        description="A counter of an unfinished track moved between two checks of this "
+        "run: only such a target can be stalled.",
     )
     brakeFingerprint: Annotated[str, Field(max_length=64)] = Field(
         default="",
-        description="What the check that asked for the last act saw (work, progress, the "
-        "objects its action targets), as the engine reckons it.",
+        description="What the last check that asked for an act saw (goal, work, progress), "
+        "as the engine reckons it; the brake's row goes on while it stays the same.",
     )
     brakeActs: Annotated[list[BrakeAct], Field(max_length=BRAKE_ACTS_MAX)] = Field(
         default_factory=list,
-        description="Acts in a row after which the checks saw the same, oldest first.",
+        description="Acts since a check that asked for one last saw something change, "
+        "oldest first.",
     )
     failedSteps: Count = Field(default=0, description="Steps in a row that failed to run.")
     recoveredStall: Annotated[str, Field(max_length=64)] = Field(

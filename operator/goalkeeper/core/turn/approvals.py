@@ -209,9 +209,10 @@ class Asking(Scheduling):
     def await_brake_decision(self, observation: Observation, action: ActionRequest) -> None:
         """Acts in a row left what the checks see unchanged: a person decides whether the
         asked act may run (the brake is then released) or the run stops."""
+        target = health.acted_on(action, self.context.namespace)
         request = self.open_request(
             ApprovalKind.repeatedActs,
-            f"{health.brake_text(self.status.health)} The next check asks for "
+            f"{health.brake_text(self.status.health, target)} The next check asks for "
             f"'{action.action}' again. Approving runs it and releases the brake; rejecting "
             "stops the monitor.",
             action=action,
@@ -224,6 +225,8 @@ class Asking(Scheduling):
         request = self.status.approval
         if request is None:
             return False
+        if self.status.pausedAt is not None:
+            return True  # a pause never ends a run: the window resumes with the monitor
         if self.now >= request.expiresAt:
             self.status.approval = None
             self.judge_health(self.health_answered())

@@ -61,7 +61,9 @@ class Turn(Asking):
         st.lastObservation = observation
         st.progress = update_tracks(st.progress, observation.progress, self.now)
         st.progressSummary = summary_line(st.progress)
-        self.judge_health(health.checked(st.health, observation, self.now, self.policy))
+        self.judge_health(
+            health.checked(st.health, observation, self.now, self.policy, self.context.namespace)
+        )
 
         widening = self.record_authority(observation)
         if widening is not None:
@@ -151,13 +153,16 @@ class Turn(Asking):
         if refusal is not None and refusal[0] is StopReason.paidActionNotApproved:
             need = guards.approval_need(self.status, action, observation.observedSpend)
         approvable = need is not None and self.policy.approvals
-        braked = refusal is None and health.braked(self.status.health, self.policy)
+        namespace = self.context.namespace
+        braked = refusal is None and health.braked(
+            self.status.health, self.policy, action, namespace
+        )
         if refusal is not None and not approvable:
             self.report_and_stop(observation, *refusal)
         elif braked and not self.policy.approvals:
-            self.report_and_stop(
-                observation, StopReason.blocked, health.brake_text(self.status.health)
-            )
+            target = health.acted_on(action, namespace)
+            message = health.brake_text(self.status.health, target)
+            self.report_and_stop(observation, StopReason.blocked, message)
         elif self.limit_reached():
             # No check is left to verify the action: not worth asking a person either.
             self.report_and_stop(

@@ -65,7 +65,7 @@ class Launching(TurnBase):
         st = self.status
         kind = StepKind.repair if action.kind is ActionKind.repair else StepKind.act
         st.attempts = guards.record_attempt(st.attempts, action)
-        st.health = health.acted(st.health, action, st.checks)
+        st.health = health.acted(st.health, action, st.checks, self.context.namespace)
         st.lastAction = LastAction(
             kind=action.kind,
             action=action.action,
@@ -107,10 +107,7 @@ class Launching(TurnBase):
                 stopWhen=self.spec.stopWhen,
             )
         else:
-            note = ""
-            if kind is StepKind.observe:
-                note = health.note_for_observe(st.health)
-                st.health = health.noted(st.health)
+            note = health.note_for_observe(st.health) if kind is StepKind.observe else ""
             step_input = StepInput(
                 kind=kind,
                 check=check,

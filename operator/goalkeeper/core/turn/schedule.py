@@ -131,6 +131,9 @@ class Scheduling(Launching):
             self.pause()
             return
         if st.pausedAt is not None:
+            if st.approval is not None:
+                # The person's window does not run while paused.
+                st.approval.expiresAt += self.now - st.pausedAt
             st.pausedAt = None
             self.notify(
                 f"resumed-{st.stepSeq}",
