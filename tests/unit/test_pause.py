@@ -206,3 +206,27 @@ def test_an_approval_given_while_paused_is_taken_once_resumed() -> None:
     loop.options["controls"] = Controls()
     effects = loop.send(answered)
     assert launches(effects) == [StepKind.act] and loop.status.approvals[-1].name == "yes"
+
+
+def test_a_pause_longer_than_the_approval_window_does_not_expire_the_request() -> None:
+    from goalkeeper.core.engine import ApprovalAnswered
+    from goalkeeper.core.models import MonitorApprovalSpec
+
+    loop = Loop(options={"approval_window": timedelta(hours=1)}, granted_by_first_observation=True)
+    loop.start()
+    paid = observation("act", action=action(estimatedCost={"amount": 5, "currency": "USD"}))
+    loop.observe(paid)
+    request = loop.status.approval
+    assert request is not None
+    left = request.expiresAt - loop.now
+    control(loop, paused=True)
+    loop.later(24 * 60)  # a day paused, far past the window
+    assert loop.send(TimerDue()) == () and loop.status.monitor is MonitorState.active
+    control(loop, paused=False)
+    assert loop.status.approval is not None
+    assert loop.status.approval.expiresAt - loop.now == left, "the window resumes where it was"
+    answer = MonitorApprovalSpec(
+        monitor="build", requestId=request.id, decision="approve", approver="alice", amount=5
+    )
+    effects = loop.send(ApprovalAnswered("yes", answer, ("uid-1",), "uid-1"))
+    assert launches(effects) == [StepKind.act]
