@@ -142,28 +142,50 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_missing_observer_account_stops_with_a_clear_reason(
+def failing_with(cluster: Cluster, text: str) -> dict[str, Any] | None:
+    """The status once the monitor is Failing and its retry names `text`."""
+    status = cluster.status()
+    health = (status.get("health") or {}).get("state")
+    description = (status.get("schedule") or {}).get("description") or ""
+    return status if health == "Failing" and text in description else None
+
+
+def test_a_missing_observer_account_is_waited_out_with_a_clear_reason(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
+    from kubernetes import client
+
     cluster.core.delete_namespaced_service_account("goalkeeper-observer", cluster.ns)
+    cluster.target(suspended=False, seconds=0)
+    model.default = Scenario(cluster.ns, complete)
     cluster.create_monitor()
-    status = wait_until(cluster.stopped, 60, "the monitor to stop", operator.logs)
-    assert status["stop"]["reason"] == "blocked"
-    assert "ServiceAccount goalkeeper-observer is missing" in status["stop"]["message"]
+    missing = "ServiceAccount goalkeeper-observer is missing"
+    status = wait_until(
+        lambda: failing_with(cluster, missing), 120, "the monitor to wait, Failing", operator.logs
+    )
+    assert status["monitor"] == "active" and status["checks"] == 0
     assert cluster.steps() == []
-    stops = cluster.events("Stopped")
-    assert len(stops) == 1 and stops[0].type == "Warning"
-    assert "goalkeeper-observer" in stops[0].message
+    failed = cluster.events("StepFailed")
+    assert failed and failed[0].type == "Warning" and missing in failed[0].message
+    # The namespace admin puts the account back: the run carries on and finishes.
+    account = client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="goalkeeper-observer"))
+    cluster.core.create_namespaced_service_account(cluster.ns, account)
+    status = wait_until(cluster.stopped, 180, "the monitor to finish", operator.logs)
+    assert status["stop"]["reason"] == "goalComplete"
 
 
-def test_no_model_configured_stops_with_a_clear_reason(
+def test_no_model_configured_is_waited_out_with_a_clear_reason(
     cluster: Cluster, operator: OperatorProcess
 ) -> None:
     operator.restart_with(GOALKEEPER_MODEL="")
     cluster.create_monitor()
-    status = wait_until(cluster.stopped, 60, "the monitor to stop", operator.logs)
-    assert "No model is configured" in status["stop"]["message"]
-    assert cluster.steps() == []
+    status = wait_until(
+        lambda: failing_with(cluster, "No model is configured"),
+        120,
+        "the monitor to wait, Failing",
+        operator.logs,
+    )
+    assert status["monitor"] == "active" and cluster.steps() == []
 
 
 def test_no_repair_workflow_configured_stops_with_that_reason(

@@ -52,14 +52,14 @@ def test_invalid_output_from_observe_step_is_a_rejection() -> None:
     assert isinstance(step_event(StepKind.observe, 1, status), ObservationRejected)
 
 
-def test_configuration_error_is_permanent() -> None:
+def test_a_configuration_error_is_waited_out_like_any_infrastructure_failure() -> None:
     status = {
         "phase": "Failed",
         "error": "GOALKEEPER_MODEL is not set",
         "errorKind": "configuration",
     }
     event = step_event(StepKind.act, 2, status)
-    assert isinstance(event, StepFailed) and event.permanent
+    assert isinstance(event, StepFailed) and not event.permanent
     assert "GOALKEEPER_MODEL" in event.message
 
 

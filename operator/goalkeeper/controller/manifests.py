@@ -98,9 +98,10 @@ def step_spec(step: Manifest) -> MonitorStepSpec | None:
 def same_step(found: Manifest, built: Manifest, *, reading: bool = False) -> bool:
     """Whether MonitorStep `found` runs what `built`, a step this operator builds, runs:
     the same spec as the step reads it. For a `reading` step (extract, observe) the notes
-    derived from status (the progress summary, the health note) may differ: an earlier
-    launch of the same step read another clock, and an earlier release words them its own
-    way; they carry no authority, which the rest of the spec pins."""
+    derived from status or settings (the progress summary, the health note, whether
+    approvals are on) may differ: an earlier launch of the same step read another clock,
+    an earlier release words them its own way, an upgrade may change a setting; they
+    carry no authority, which the rest of the spec pins."""
     spec, expected = step_spec(found), step_spec(built)
     if spec is None or expected is None:
         return False
@@ -108,6 +109,7 @@ def same_step(found: Manifest, built: Manifest, *, reading: bool = False) -> boo
         derived = {
             "progressSummary": expected.input.progressSummary,
             "health": expected.input.health,
+            "approvals": expected.input.approvals,
         }
         spec = spec.model_copy(update={"input": spec.input.model_copy(update=derived)})
     return spec == expected

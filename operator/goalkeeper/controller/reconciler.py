@@ -152,7 +152,9 @@ def read_status(monitor: Body) -> migrate.Read:
     an earlier version wrote); logged when something had to be given up, or nothing helps."""
     read = migrate.read(monitor.get("status"), describe_errors)
     meta = monitor.get("metadata") or {}
-    if read.status is None:
+    if read.newer:
+        log.error("%s/%s: %s", meta.get("namespace"), meta.get("name"), read.error)
+    elif read.status is None:
         log.error(
             "%s/%s: status is unreadable; stopping the monitor with the reason: %s",
             meta.get("namespace"),
@@ -230,6 +232,15 @@ class Reconciler:
                 metrics.forget_monitor(namespace, name)
                 return None
             read = read_status(monitor)
+            if read.newer:
+                await self._event(
+                    monitor,
+                    f"newer-layout-{read.newer}",
+                    "NewerStatus",
+                    f"Left untouched: {read.error}. Run the later version again to carry on.",
+                    warning=True,
+                )
+                return None
             decision: Decision | None
             if read.status is None:
                 # Nothing of it can be trusted: stop it, saying why, rather than go silent.
@@ -646,15 +657,18 @@ class Reconciler:
                 case LaunchStep():
                     assert spec is not None
                     problem = await self._preflight(meta["namespace"], effect.kind)
+                    # A missing account or model is fixed outside the run: it waits, within
+                    # the failure window; someone else's object under our name stops it.
+                    foreign = False
                     # An observe step starts now and is found again under its name; a
                     # mutation waits for the status write that records it.
                     if problem is None and effect.kind not in MUTATING_STEPS:
                         try:
                             await self._launch(monitor, effect)
-                        except ForeignObject as foreign:
-                            problem = str(foreign)
+                        except ForeignObject as found:
+                            problem, foreign = str(found), True
                     if problem is not None:
-                        event = StepFailed(effect.seq, problem, permanent=True)
+                        event = StepFailed(effect.seq, problem, permanent=foreign)
                         followup = self._decide(monitor, spec, decision.status, event, self.clock())
                         return await self._carry_out(monitor, spec, followup)
                 case EmitReport():
@@ -681,7 +695,7 @@ class Reconciler:
         return decision
 
     async def _preflight(self, namespace: str, kind: StepKind) -> str | None:
-        """A missing dependency that no retry can fix, named for the user."""
+        """A missing dependency the step cannot run without, named for the user."""
         if not self.settings.model:
             return "No model is configured: set GOALKEEPER_MODEL (openai:NAME or anthropic:NAME)."
         account = (

@@ -70,7 +70,8 @@ class StepFinished:
 
 @dataclass(frozen=True)
 class StepFailed:
-    """A step ended without a result; `permanent` when retrying cannot help."""
+    """A step ended without a result; `permanent` when retrying cannot help (an object of
+    someone else's under the step's name), which stops the run at once."""
 
     seq: int
     message: str

@@ -51,11 +51,14 @@ _SALVAGE = ("lastObservation", "previousRuns", "lastAction", "report", "progress
 @dataclass(frozen=True)
 class Read:
     """A status as read: `status` when it could be read, else `error` says why; `salvaged`
-    names what was given up to read it."""
+    names what was given up to read it. `newer` is the layout of a status a later version
+    wrote (after a rollback): it is left as it is, neither read nor stopped, so rolling
+    forward again carries the run on."""
 
     status: MonitorStatus | None
     error: str = ""
     salvaged: tuple[str, ...] = ()
+    newer: int = 0
 
 
 def migrate(found: Mapping[str, Any]) -> Raw:
@@ -68,17 +71,22 @@ def migrate(found: Mapping[str, Any]) -> Raw:
         raw = _STEPS[version](raw)
         version += 1
     if raw:
-        raw["schemaVersion"] = max(version, STATUS_SCHEMA_VERSION)
+        raw["schemaVersion"] = STATUS_SCHEMA_VERSION
     return raw
 
 
 def read(found: Mapping[str, Any] | None, describe: Callable[[ValidationError], str]) -> Read:
     """The status in `found`, migrated, salvaged if it must be; `describe` words a
     validation error (the caller's, so no untrusted input reaches a log)."""
+    written = (found or {}).get("schemaVersion")
+    if isinstance(written, int) and written > STATUS_SCHEMA_VERSION:
+        return Read(
+            None,
+            error=f"the status has layout {written}, written by a later goalkeeper version; "
+            f"this one reads layouts up to {STATUS_SCHEMA_VERSION} and leaves it untouched",
+            newer=written,
+        )
     raw = migrate(found or {})
-    if raw.get("schemaVersion", 1) > STATUS_SCHEMA_VERSION:
-        # Written by a later version: read what this one knows, or say it cannot.
-        raw["schemaVersion"] = STATUS_SCHEMA_VERSION
     try:
         return Read(MonitorStatus.model_validate(raw))
     except ValidationError as error:

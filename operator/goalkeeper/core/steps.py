@@ -154,8 +154,9 @@ def step_event(
         message = status.error or "The step failed without saying why."
         if status.errorKind is StepErrorKind.invalidOutput and kind in _READS:
             return _rejected(kind, seq, message, usage)
-        permanent = status.errorKind is StepErrorKind.configuration
-        return StepFailed(seq, message, permanent=permanent, usage=usage)
+        # A configuration error (a key refused, a model unknown) is fixed outside the run,
+        # like any infrastructure failure: the run waits for it within the failure window.
+        return StepFailed(seq, message, usage=usage)
     if status.phase is not StepPhase.Succeeded:
         return None
     if kind is StepKind.extract:

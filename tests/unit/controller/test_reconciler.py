@@ -884,3 +884,20 @@ async def test_a_status_nothing_can_read_stops_the_monitor_with_a_report(
     writes = api.count("patch_monitor_status")
     await reconciler.reconcile(NS, "build")
     assert api.count("patch_monitor_status") == writes
+
+
+async def test_a_status_of_a_later_version_is_left_untouched_with_an_event(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await started(api, reconciler)
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    later = {**monitor["status"], "schemaVersion": 99, "aLaterField": True}
+    monitor["status"] = later
+    api.put("Monitor", monitor)
+    writes = api.count("patch_monitor_status")
+    assert await reconciler.reconcile(NS, "build") is None
+    await reconciler.reconcile(NS, "build")
+    assert api.count("patch_monitor_status") == writes and status(api) == later
+    (event,) = [e for e in api.all("Event") if e["reason"] == "NewerStatus"]
+    assert event["type"] == "Warning" and "layout 99" in event["message"]
