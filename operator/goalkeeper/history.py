@@ -13,6 +13,7 @@ does not hold it (a final stop report stays in `status.report` alone).
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -134,15 +135,25 @@ def when(started: datetime | None, finished: datetime | None) -> str:
     return f"{first} → {last} UTC"
 
 
+# Control characters (a terminal escape among them) a model may have put in a report are
+# shown as one visible mark, never sent to the person's terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    return _CONTROL.sub("\ufffd", text)
+
+
 def _indented(text: str) -> str:
-    return "\n".join(REPORT_INDENT + line if line else "" for line in text.splitlines())
+    lines = printable(text).splitlines()
+    return "\n".join(REPORT_INDENT + line if line else "" for line in lines)
 
 
 def _outcome(step: Step) -> str:
     if step.phase in ("Pending", "Running"):
         return step.phase.lower()
     if step.phase == "Failed":
-        error = " ".join(step.error.split())
+        error = printable(" ".join(step.error.split()))
         if len(error) > ERROR_MAX:
             error = error[: ERROR_MAX - 1] + "…"
         return f"Failed: {error}" if error else "Failed"

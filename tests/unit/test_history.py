@@ -200,3 +200,12 @@ def test_the_history_is_read_in_pages_and_only_this_monitors_steps() -> None:
     assert len(pages.asked) == 3
     assert all(kw["label_selector"] == "goalkeeper.dev/monitor=build" for kw in pages.asked)
     assert all(kw["limit"] > 0 for kw in pages.asked)
+
+
+def test_control_characters_in_a_report_never_reach_the_terminal() -> None:
+    from goalkeeper.history import printable
+
+    hostile = "Goal: complete\x1b]0;owned\x07\x1b[2J\rStill here\ttab"
+    shown = printable(hostile)
+    assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
+    assert "Still here\ttab" in shown and shown.count("\ufffd") == 4
