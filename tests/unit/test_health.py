@@ -437,3 +437,17 @@ def test_acts_on_other_objects_each_get_their_own_count() -> None:
     again = action(failureId="again", mutationSet=["jobs/build"])
     braked = check(loop, observation("act", contract=both, action=again))
     assert [e for e in braked if isinstance(e, StopMonitor)], "build's next act is braked"
+
+
+def test_acts_days_apart_with_progress_between_them_never_brake() -> None:
+    # A long run: each day the same act is asked in the same state, and between the acts
+    # the work makes progress. That is no loop.
+    loop = Loop(maxChecks=1000)
+    loop.send(Started(generation=1))
+    for day in range(3 * BRAKE_ACTS):
+        effects = check(loop, observation("act", action=action(failureId=f"day-{day}")))
+        assert [e.kind for e in effects if isinstance(e, LaunchStep)] == [StepKind.act], day
+        loop.send(StepFinished(loop.seq, result()))
+        for done in (5, 15, 25):
+            check(loop, running(done))
+    assert loop.status.monitor is MonitorState.active

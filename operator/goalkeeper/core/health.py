@@ -90,22 +90,25 @@ def checked(
     signal = _signal(observation)
     keys, values = _digest([k for k, _ in signal]), _digest(signal) if signal else ""
     # Moved: a counter of the same tracks as the check before changed.
-    moved = health.progressMoved or (
+    moved_now = (
         bool(signal)
         and keys == health.signalKeys
         and bool(health.trackPrint)
         and values != health.trackPrint
     )
+    moved = health.progressMoved or moved_now
     running = observation.work is WorkState.running
     same = keys == health.signalKeys and values == health.trackPrint
     stalled = health.stalledChecks + 1 if running and same else 0
     # The brake compares what each check that asks for an act saw with what the one
-    # before it saw; checks that ask for none in between (a wait) neither add to the row
-    # nor reset it.
+    # before it saw. A check in between that asks for none (a wait) resets the row only
+    # when progress moved: a work state that flips and flips back is no progress.
     seen, acts = health.brakeFingerprint, health.brakeActs
+    if moved_now:
+        seen, acts = "", []
     if observation.route is Route.act:
         seen = _seen(observation)
-        acts = health.brakeActs if seen == health.brakeFingerprint else []
+        acts = acts if seen == health.brakeFingerprint else []
     updated = health.model_copy(
         update={
             "fingerprint": fingerprint(observation),
