@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from goalkeeper.controller.manifests import GROUP, LABEL_MONITOR, VERSION, label_value
 from goalkeeper.core.models import ApprovalDecision, MonitorStatus
+from goalkeeper.kubeclient import connect
 
 
 def describe_request(status: MonitorStatus) -> str:
@@ -68,7 +69,7 @@ def approval_body(
 
 def answer(
     monitor_name: str,
-    namespace: str,
+    namespace: str | None,
     decision: ApprovalDecision,
     *,
     amount: float | None = None,
@@ -76,16 +77,15 @@ def answer(
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
     from goalkeeper.controller.api import server_message
 
-    try:
-        api_client = config.new_client_from_config()  # type: ignore[no-untyped-call]
-    except config.ConfigException as error:
-        print(f"goalkeeper: no kubeconfig: {error}", file=err)
+    connected = connect(namespace, None, err)
+    if connected is None:
         return 2
+    api_client, namespace = connected
     custom: Any = client.CustomObjectsApi(api_client)
     try:
         monitor: dict[str, Any] = custom.get_namespaced_custom_object(

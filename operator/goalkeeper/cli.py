@@ -12,6 +12,9 @@ if TYPE_CHECKING:
     from goalkeeper.controller.settings import OperatorSettings
 
 
+NAMESPACE_HELP = "the Monitor's namespace (default: the current kubeconfig context's)"
+
+
 def _crds(args: argparse.Namespace) -> int:
     from goalkeeper import crds
 
@@ -142,14 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     logs_cmd = sub.add_parser("logs", help="print the log of a monitor's latest step")
     logs_cmd.add_argument("monitor", help="the Monitor's name")
-    logs_cmd.add_argument("-n", "--namespace", default="default")
+    logs_cmd.add_argument("-n", "--namespace", help=NAMESPACE_HELP)
     logs_cmd.set_defaults(func=_logs)
 
     history_cmd = sub.add_parser(
         "history", help="print every kept check's report, with its time and step, oldest first"
     )
     history_cmd.add_argument("monitor", help="the Monitor's name")
-    history_cmd.add_argument("-n", "--namespace", default="default")
+    history_cmd.add_argument("-n", "--namespace", help=NAMESPACE_HELP)
     history_cmd.set_defaults(func=_history)
 
     for verb, what in (("approve", "approve"), ("reject", "reject")):
@@ -157,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
             verb, help=f"{what} the paid action a monitor awaits approval for, as yourself"
         )
         answer_cmd.add_argument("monitor", help="the Monitor's name")
-        answer_cmd.add_argument("-n", "--namespace", default="default")
+        answer_cmd.add_argument("-n", "--namespace", help=NAMESPACE_HELP)
         answer_cmd.add_argument("--reason", default="", help="why, for the record")
         if verb == "approve":
             answer_cmd.add_argument(
@@ -174,9 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         control_cmd = sub.add_parser(verb, help=what)
         control_cmd.add_argument("monitor", help="the Monitor's name")
-        control_cmd.add_argument(
-            "-n", "--namespace", help="default: the current kubeconfig context's namespace"
-        )
+        control_cmd.add_argument("-n", "--namespace", help=NAMESPACE_HELP)
         control_cmd.set_defaults(func=_control)
 
     return parser

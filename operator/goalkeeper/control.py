@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from goalkeeper.controller.manifests import GROUP, LABEL_MONITOR, VERSION, label_value
 from goalkeeper.core.controls import CHECK_NOW, PAUSED, controls_of
+from goalkeeper.kubeclient import connect
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -160,15 +161,6 @@ def refusal(
     return f"goalkeeper: {status} {reason}: {message or 'no message'}"
 
 
-def context_namespace(config_file: str | None = None) -> str:
-    """The current kubeconfig context's namespace, else `default`."""
-    from kubernetes import config
-
-    _, active = config.list_kube_config_contexts(config_file)  # type: ignore[no-untyped-call]
-    namespace = ((active or {}).get("context") or {}).get("namespace")
-    return str(namespace) if namespace else "default"
-
-
 def run_control(
     control: Control,
     name: str,
@@ -181,20 +173,17 @@ def run_control(
 ) -> int:
     """Read the Monitor, patch its annotation, print what that did: 0 done, 1 refused or
     missing, 2 no kubeconfig."""
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
     from goalkeeper.controller.api import server_message
 
     out = out or sys.stdout
     err = err or sys.stderr
-    try:
-        namespace = namespace or context_namespace()
-        if api_client is None:
-            api_client = config.new_client_from_config()  # type: ignore[no-untyped-call]
-    except config.ConfigException as error:
-        print(f"goalkeeper: no kubeconfig: {error}", file=err)
+    connected = connect(namespace, api_client, err)
+    if connected is None:
         return 2
+    api_client, namespace = connected
     custom: Any = client.CustomObjectsApi(api_client)
     writing = False
     try:
@@ -245,7 +234,6 @@ __all__ = [
     "Control",
     "annotations_patch",
     "check_now_value",
-    "context_namespace",
     "needs_patch",
     "outcome",
     "refusal",

@@ -30,6 +30,7 @@ from goalkeeper.controller.manifests import (
     label_value,
     owned_by,
 )
+from goalkeeper.kubeclient import connect
 
 # MonitorSteps read per request: a maximal step is a few hundred KB.
 PAGE = 50
@@ -249,26 +250,24 @@ def read_history(custom: Any, namespace: str, monitor: dict[str, Any]) -> list[S
 
 def show_history(
     monitor: str,
-    namespace: str,
+    namespace: str | None,
     *,
     api_client: Any = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
     """Print the monitor's history; 1 (saying why) when there is none to print."""
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
     from goalkeeper.controller.api import server_message
 
     out = out or sys.stdout
     err = err or sys.stderr
-    if api_client is None:
-        try:
-            api_client = config.new_client_from_config()  # type: ignore[no-untyped-call]
-        except config.ConfigException as error:
-            print(f"goalkeeper: no kubeconfig: {error}", file=err)
-            return 2
+    connected = connect(namespace, api_client, err)
+    if connected is None:
+        return 2
+    api_client, namespace = connected
     custom: Any = client.CustomObjectsApi(api_client)
     try:
         found: dict[str, Any] = custom.get_namespaced_custom_object(

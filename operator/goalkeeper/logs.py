@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from goalkeeper.controller.manifests import GROUP, LABEL_MONITOR, LABEL_STEP, label_value
+from goalkeeper.kubeclient import connect
 
 VERSION = "v1alpha1"
 LOG_MAX_BYTES = 4 * 1024 * 1024
@@ -80,7 +81,7 @@ def _tail(path: Path) -> str:
 
 def show_logs(
     monitor: str,
-    namespace: str,
+    namespace: str | None,
     *,
     api_client: Any = None,
     root: Path | None = None,
@@ -88,13 +89,15 @@ def show_logs(
     err: TextIO | None = None,
 ) -> int:
     """Print the latest step's log; 1 (saying why) when there is none to print."""
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
     out = out or sys.stdout
     err = err or sys.stderr
-    if api_client is None:
-        api_client = config.new_client_from_config()  # type: ignore[no-untyped-call]
+    connected = connect(namespace, api_client, err)
+    if connected is None:
+        return 2
+    api_client, namespace = connected
     custom: Any = client.CustomObjectsApi(api_client)
     core: Any = client.CoreV1Api(api_client)
     step = latest_step(custom, namespace, monitor)

@@ -14,14 +14,12 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from goalkeeper import control
 from goalkeeper.cli import build_parser
 from goalkeeper.control import (
     MERGE_PATCH,
     Control,
     annotations_patch,
     check_now_value,
-    context_namespace,
     needs_patch,
     outcome,
     refusal,
@@ -29,6 +27,7 @@ from goalkeeper.control import (
     run_control,
 )
 from goalkeeper.core.controls import CHECK_NOW, PAUSED, controls_of
+from goalkeeper.kubeclient import context_namespace
 
 NOW = datetime(2026, 12, 1, 19, 40, 0, 299889, tzinfo=UTC)
 
@@ -269,12 +268,7 @@ def test_a_missing_monitor_or_a_refused_patch_fails_saying_why(
 
 
 def test_no_kubeconfig_is_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from kubernetes import config
-
-    def missing(*_: Any) -> Any:
-        raise config.ConfigException("Invalid kube-config file. No configuration found.")
-
-    monkeypatch.setattr(control, "context_namespace", missing)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
     err = io.StringIO()
     assert run_control(Control.pause, "build", err=err) == 2
     assert "no kubeconfig" in err.getvalue()
