@@ -31,7 +31,7 @@ from goalkeeper.core.events import (
     TargetChanged,
     TimerDue,
 )
-from goalkeeper.core.migrate import Read, checks_of, seq_of
+from goalkeeper.core.migrate import Read, count_of
 from goalkeeper.core.models import (
     PREVIOUS_RUNS_KEPT,
     Condition,
@@ -264,8 +264,8 @@ def unreadable(
     )
     stop = StopInfo(reason=StopReason.blocked, message=message[:2000], at=now)
     stopped = MonitorStatus(
-        stepSeq=seq_of(found),
-        checks=checks_of(found),
+        stepSeq=count_of(found, "stepSeq"),
+        checks=count_of(found, "checks"),
         monitor=MonitorState.stopped,
         stop=stop,
         # The generation it stopped on: only a spec edit starts it again.

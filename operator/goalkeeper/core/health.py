@@ -145,14 +145,14 @@ def repeats(health: HealthState, target: str) -> list[BrakeAct]:
     return [a for a in health.brakeActs if a.target == target]
 
 
-def braked(health: HealthState, policy: Policy, action: ActionRequest, namespace: str) -> bool:
-    """`brake_acts` acts on these objects in a row left what the checks see unchanged, and
-    one more is asked for: it does not run without a person."""
-    return len(repeats(health, acted_on(action, namespace))) >= policy.brake_acts
+def braked(health: HealthState, policy: Policy, target: str) -> bool:
+    """`brake_acts` acts on the objects `target` names (see `acted_on`) left what the
+    checks see unchanged, and one more is asked for: it does not run without a person."""
+    return len(repeats(health, target)) >= policy.brake_acts
 
 
-def brake_text(health: HealthState, target: str = "") -> str:
-    acts = repeats(health, target) if target else health.brakeActs
+def brake_text(health: HealthState, target: str) -> str:
+    acts = repeats(health, target)
     listed = "; ".join(f"check {a.check}: {a.kind} '{a.action}'" for a in acts)
     return (
         f"{len(acts)} acts in a row left what the checks see unchanged (work, progress "

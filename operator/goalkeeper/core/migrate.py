@@ -104,15 +104,11 @@ def read(found: Mapping[str, Any] | None, describe: Callable[[ValidationError], 
     return Read(None, error=first)
 
 
-def seq_of(found: Mapping[str, Any] | None) -> int:
-    """The step sequence an unreadable status recorded, so no step name is used twice."""
-    seq = (found or {}).get("stepSeq")
-    return seq if isinstance(seq, int) and 0 <= seq <= 1_000_000 else 0
-
-
-def checks_of(found: Mapping[str, Any] | None) -> int:
-    checks = (found or {}).get("checks")
-    return checks if isinstance(checks, int) and 0 <= checks <= 1_000_000 else 0
+def count_of(found: Mapping[str, Any] | None, field: str) -> int:
+    """A count (`stepSeq`, `checks`) an unreadable status recorded, or 0: kept so that no
+    step name is used twice and the count carries on."""
+    value = (found or {}).get(field)
+    return value if isinstance(value, int) and 0 <= value <= 1_000_000 else 0
 
 
 def merge_patch(found: Mapping[str, Any] | None, written: Mapping[str, Any]) -> Raw:

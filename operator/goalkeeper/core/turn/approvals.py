@@ -206,10 +206,11 @@ class Asking(Scheduling):
         )
         self.launch_action(action)
 
-    def await_brake_decision(self, observation: Observation, action: ActionRequest) -> None:
-        """Acts in a row left what the checks see unchanged: a person decides whether the
-        asked act may run (the brake is then released) or the run stops."""
-        target = health.acted_on(action, self.context.namespace)
+    def await_brake_decision(
+        self, observation: Observation, action: ActionRequest, target: str
+    ) -> None:
+        """Acts on `target` in a row left what the checks see unchanged: a person decides
+        whether the asked act may run (the brake is then released) or the run stops."""
         request = self.open_request(
             ApprovalKind.repeatedActs,
             f"{health.brake_text(self.status.health, target)} The next check asks for "

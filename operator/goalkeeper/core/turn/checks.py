@@ -153,14 +153,11 @@ class Turn(Asking):
         if refusal is not None and refusal[0] is StopReason.paidActionNotApproved:
             need = guards.approval_need(self.status, action, observation.observedSpend)
         approvable = need is not None and self.policy.approvals
-        namespace = self.context.namespace
-        braked = refusal is None and health.braked(
-            self.status.health, self.policy, action, namespace
-        )
+        target = health.acted_on(action, self.context.namespace)
+        braked = refusal is None and health.braked(self.status.health, self.policy, target)
         if refusal is not None and not approvable:
             self.report_and_stop(observation, *refusal)
         elif braked and not self.policy.approvals:
-            target = health.acted_on(action, namespace)
             message = health.brake_text(self.status.health, target)
             self.report_and_stop(observation, StopReason.blocked, message)
         elif self.limit_reached():
@@ -172,7 +169,7 @@ class Turn(Asking):
             assert need is not None
             self.await_approval(observation, action, refusal[1], need)
         elif braked:
-            self.await_brake_decision(observation, action)
+            self.await_brake_decision(observation, action, target)
         elif self.needs_confirmation():
             self.await_confirmation(observation, action)
         elif self.paused:
