@@ -372,6 +372,17 @@ def test_invalid_observations_are_retried_after_growing_delays_then_end_the_run(
     assert loop.status.checks == 0
 
 
+def test_the_next_observation_is_told_why_the_last_one_was_refused() -> None:
+    loop = Loop(everyMinutes=1)
+    loop.start()
+    loop.send(ObservationRejected(loop.seq, "Contradicted by the facts: Job build is suspended"))
+    step = launched(loop.retry()).input
+    assert step.lastRejection == "Contradicted by the facts: Job build is suspended"
+    loop.observe(observation("wait"))
+    loop.later(1)
+    assert launched(loop.send(TimerDue())).input.lastRejection == ""
+
+
 def test_the_invalid_answer_limit_is_a_setting() -> None:
     loop = Loop(options={"invalid_answers": 1})
     loop.start()

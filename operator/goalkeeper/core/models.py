@@ -963,6 +963,9 @@ class StepInput(Model):
         description="Whether a paid action without approval or over its ceiling goes to a "
         "person for approval instead of stopping the monitor.",
     )
+    lastRejection: Annotated[str, Field(max_length=4000)] = Field(
+        default="", description="Why the previous observation was refused, for the next one."
+    )
 
 
 # --- the MonitorStep resource ------------------------------------------------------------
@@ -1023,6 +1026,55 @@ class StepPod(Model):
     uid: Annotated[str, Field(min_length=1, max_length=64)]
 
 
+class FactKind(StrEnum):
+    """The kinds of object whose state a step reads itself, as facts."""
+
+    Job = "Job"
+    CronJob = "CronJob"
+    Deployment = "Deployment"
+    StatefulSet = "StatefulSet"
+    DaemonSet = "DaemonSet"
+
+
+class NamedIn(StrEnum):
+    """Where an object a step read as a fact is named."""
+
+    stopWhen = "stopWhen"
+    task = "task"
+    action = "action"
+
+
+class JobEnd(StrEnum):
+    Complete = "Complete"
+    Failed = "Failed"
+
+
+# Objects one step reads as facts.
+FACTS_MAX = 16
+
+
+class ObjectFacts(Model):
+    """The state of an object the task, the stop rule or the action names, read by the
+    step's own code from the API server, never from the model's words."""
+
+    kind: FactKind
+    name: Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]
+    namedIn: Annotated[list[NamedIn], Field(min_length=1, max_length=3)]
+    suspended: bool | None = Field(default=None, description="Jobs and CronJobs.")
+    active: Count | None = Field(default=None, description="Jobs and CronJobs.")
+    succeeded: Count | None = None
+    failed: Count | None = None
+    ended: JobEnd | None = Field(default=None, description="A Job's Complete or Failed.")
+    replicas: Count | None = Field(default=None, description="Workloads: desired replicas.")
+    readyReplicas: Count | None = None
+    availableReplicas: Count | None = None
+    updatedReplicas: Count | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind.value} {self.name}"
+
+
 class MonitorStepStatus(Model):
     """Written by the step's pod. `result` is untrusted: the operator validates it again."""
 
@@ -1036,5 +1088,10 @@ class MonitorStepStatus(Model):
     error: Annotated[str, Field(max_length=4000)] | None = None
     errorKind: StepErrorKind | None = None
     usage: StepUsage | None = None
+    facts: Annotated[list[ObjectFacts], Field(max_length=FACTS_MAX)] = Field(
+        default_factory=list,
+        description="Objects the task, stop rule or action names, as the step's code read "
+        "them after the model answered; an observation that contradicts them is refused.",
+    )
     startedAt: datetime | None = None
     finishedAt: datetime | None = None

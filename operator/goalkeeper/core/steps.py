@@ -27,6 +27,7 @@ from goalkeeper.core.engine import (
     StepFinished,
     TimerDue,
 )
+from goalkeeper.core.facts import contradiction
 from goalkeeper.core.models import (
     ActionResult,
     AuthorityExtraction,
@@ -169,10 +170,13 @@ def step_event(
     if kind is StepKind.observe:
         try:
             observation = Observation.model_validate(status.result or {})
-            return ObservationAccepted(seq, observation, usage=usage)
         except ValidationError as error:
             message = f"Invalid observation: {describe_errors(error)}"
             return ObservationRejected(seq, message, usage=usage)
+        refuted = contradiction(observation, status.facts)
+        if refuted is not None:
+            return ObservationRejected(seq, f"Contradicted by the facts: {refuted}", usage=usage)
+        return ObservationAccepted(seq, observation, usage=usage)
     try:
         return StepFinished(seq, ActionResult.model_validate(status.result or {}), usage=usage)
     except ValidationError as error:

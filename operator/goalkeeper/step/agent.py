@@ -10,7 +10,7 @@ a `refused writes: ...` line ends the evidence (or the error).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -25,13 +25,14 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 from goalkeeper.core.models import (
     ActionResult,
     CostSource,
+    ObjectFacts,
     Observation,
     StepErrorKind,
     StepInput,
     StepKind,
     StepUsage,
 )
-from goalkeeper.step import prompts
+from goalkeeper.step import facts, prompts
 from goalkeeper.step.errors import ERROR_MAX, RunFacts, explain, limit_hit
 from goalkeeper.step.model import StepModel
 from goalkeeper.step.repeats import RepeatGuard
@@ -66,6 +67,8 @@ class StepOutcome:
     usage: StepUsage
     error: str | None = None
     error_kind: StepErrorKind | None = None
+    # What the step's code read of the named objects after the model answered.
+    facts: list[ObjectFacts] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -205,8 +208,9 @@ async def run_observe(
         fence_id=tools.config.fence_id,
         namespace=tools.config.namespace,
         now=_now(clock),
+        facts=facts.sheet(_named_objects(step_input, tools)),
     )
-    return await run_agent(
+    outcome = await run_agent(
         output_type=Observation,
         system_prompt=prompts.observe_system_prompt(worked_example),
         user_prompt=user,
@@ -218,6 +222,28 @@ async def run_observe(
         capability=RoutedOutput(pinned_authority(step_input), tuple(toolset.tools))
         if routed_output
         else None,
+    )
+    if outcome.result is not None:
+        # Read again now: the claims are held against the state they were made in.
+        action = outcome.result.get("action") or {}
+        mutation_set = action.get("mutationSet") if isinstance(action, dict) else None
+        read = _named_objects(step_input, tools, mutation_set or [])
+        outcome.facts = facts.facts_of(read)
+    return outcome
+
+
+def _named_objects(
+    step_input: StepInput, tools: StepTools, mutation_set: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """The objects the task, the stop rule and the mutation set name, read now."""
+    if mutation_set is None:
+        mutation_set = list(step_input.action.mutationSet) if step_input.action else []
+    return facts.read(
+        tools.kube,
+        tools.config.namespace,
+        task=step_input.task,
+        stop_when=step_input.stopWhen,
+        mutation_set=[m for m in mutation_set if isinstance(m, str)],
     )
 
 
@@ -253,6 +279,7 @@ async def run_act(
         fence_id=tools.config.fence_id,
         namespace=tools.config.namespace,
         now=_now(clock),
+        facts=facts.sheet(_named_objects(step_input, tools)),
     )
     outcome = await run_agent(
         output_type=ActionResult,

@@ -118,6 +118,7 @@ def final_status(
         error=None if outcome.ok else (outcome.error or "")[:4000],
         errorKind=outcome.error_kind,
         usage=outcome.usage,
+        facts=outcome.facts,
         startedAt=started,
         finishedAt=finished,
     )

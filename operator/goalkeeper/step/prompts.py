@@ -187,10 +187,21 @@ def _carried(text: str, fence_id: str) -> str:
 _PINNED_FIELDS = {"contract", "authorizedActions"}
 
 
-def observe_user_prompt(step: StepInput, *, fence_id: str, namespace: str, now: datetime) -> str:
+def _fact_sheet(facts: str) -> str:
+    if not facts:
+        return ""
+    return (
+        "\n## Named objects, read by the step just now (the API server's values; your answer "
+        f"is checked against them)\n{facts}\n"
+    )
+
+
+def observe_user_prompt(
+    step: StepInput, *, fence_id: str, namespace: str, now: datetime, facts: str = ""
+) -> str:
     """The observe step's user message: what stays the same from check to check comes first
     (task, stop rule, namespace, then the recorded authority in the run's fence), so the
-    cacheable prefix runs into it."""
+    cacheable prefix runs into it. `facts` is the step's own read of the named objects."""
     previous = (
         _carried(
             _json(
@@ -226,6 +237,11 @@ def observe_user_prompt(step: StepInput, *, fence_id: str, namespace: str, now: 
     if step.wokenBy:
         # The operator's own words, from the watch; the target text in it is a name.
         health += f"\n## Why this check runs now\nBefore its timer: {step.wokenBy}\n"
+    if step.lastRejection:
+        health += (
+            "\n## The previous answer was refused (not counted; answer again)\n"
+            f"{_carried(step.lastRejection, fence_id)}\n"
+        )
     return f"""\
 ## Task
 {step.task}
@@ -251,11 +267,13 @@ Current time (UTC): {now.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 ## Progress and estimates so far
 {progress}
-{health}
+{_fact_sheet(facts)}{health}
 Observe the target now (read-only), then call final_result with your observation."""
 
 
-def act_user_prompt(step: StepInput, *, fence_id: str, namespace: str, now: datetime) -> str:
+def act_user_prompt(
+    step: StepInput, *, fence_id: str, namespace: str, now: datetime, facts: str = ""
+) -> str:
     action = step.action
     if action is None:
         raise ValueError("an act step needs an action request")
@@ -299,6 +317,6 @@ Check: {step.check}
 
 ## Recorded contract
 {contract}
-
+{_fact_sheet(facts)}
 Nothing else is to be done in this step. Perform the action, verify it, then call
 final_result with the outcome."""

@@ -16,6 +16,7 @@ from goalkeeper.step.redact import LAST_APPLIED
 # Object names, keys and reasons as the API server allows them: no spaces, no sentences.
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 _POD_PHASES = frozenset({"Pending", "Running", "Succeeded", "Failed", "Unknown"})
+_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _JOB_CONDITIONS = ("Complete", "Failed", "Suspended", "SuccessCriteriaMet", "FailureTarget")
 STATE_LINE_MAX = 300
 
@@ -179,7 +180,8 @@ def describe(obj: Any) -> str:
 
 
 def state_line(obj: Any) -> str | None:
-    """One line on a Job, Deployment, StatefulSet, Pod or ConfigMap's state, else None.
+    """One line on a Job, CronJob, Deployment, StatefulSet, DaemonSet, Pod or ConfigMap's
+    state, else None.
 
     It stands outside the fence, so it is built only from numbers, values from fixed sets
     and name-like tokens: nothing in it can read as an instruction.
@@ -191,6 +193,8 @@ def state_line(obj: Any) -> str | None:
         "Job": _job_state,
         "Deployment": _replicas_state,
         "StatefulSet": _replicas_state,
+        "DaemonSet": _daemon_set_state,
+        "CronJob": _cron_job_state,
         "Pod": _pod_state,
         "ConfigMap": _config_map_state,
     }
@@ -252,6 +256,25 @@ def _replicas_state(spec: dict[str, Any], status: dict[str, Any], _: dict[str, A
     )
     if spec.get("paused") is True:
         line += ", paused"
+    return line
+
+
+def _daemon_set_state(spec: dict[str, Any], status: dict[str, Any], _: dict[str, Any]) -> str:
+    return (
+        f"ready {_count(status.get('numberReady'))} of "
+        f"{_count(status.get('desiredNumberScheduled'))} scheduled, updated "
+        f"{_count(status.get('updatedNumberScheduled'))}, available "
+        f"{_count(status.get('numberAvailable'))}"
+    )
+
+
+def _cron_job_state(spec: dict[str, Any], status: dict[str, Any], _: dict[str, Any]) -> str:
+    line = f"{'suspended' if spec.get('suspend') is True else 'scheduling'}; active "
+    line += str(len(status.get("active") or []))
+    for key in ("lastScheduleTime", "lastSuccessfulTime"):
+        value = status.get(key)
+        if isinstance(value, str) and _TIMESTAMP.fullmatch(value):
+            line += f", {key} {value}"
     return line
 
 

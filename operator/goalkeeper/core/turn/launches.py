@@ -122,6 +122,7 @@ class Launching(TurnBase):
                 health=note,
                 wokenBy=woken_by,
                 approvals=self.policy.approvals,
+                lastRejection=(st.lastRejection or "") if kind is StepKind.observe else "",
             )
         self.effects.append(LaunchStep(st.stepSeq, kind, step_input, self.now))
         if kind in (StepKind.observe, StepKind.extract):

@@ -1,0 +1,122 @@
+"""Facts beat words: an observation whose claims the objects' own state contradicts is refused.
+
+A step's code reads the objects the stop rule, the task and the action name (`ObjectFacts`)
+after the model answered. The objects the goal is about are those the stop rule names, or,
+when it names none, those the task names. Only plain contradictions count, each one a state
+the claim cannot be true in, so a correct observation is never refused for a guess:
+
+- goal `complete` while such a Job has not ended, or such a workload's rollout is short;
+- work `idle` while such a Job runs; work `running` while every such object is a Job that
+  is suspended with nothing active;
+- an `advance` action (start, resume) on a Job of its mutation set that runs or has ended.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from goalkeeper.core.models import (
+    ActionKind,
+    FactKind,
+    GoalState,
+    NamedIn,
+    ObjectFacts,
+    Observation,
+    WorkState,
+)
+from goalkeeper.core.mutations import KubeTarget, parse_entry
+
+# Tokens that may be an object's name: DNS subdomains as Kubernetes allows them.
+_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?")
+_WORKLOADS = frozenset({FactKind.Deployment, FactKind.StatefulSet, FactKind.DaemonSet})
+
+
+def names_in(text: str) -> set[str]:
+    """Every token of `text` that could name an object (lowercase words, `a-b.c`)."""
+    return set(_NAME.findall(text))
+
+
+def action_names(mutation_set: Iterable[str], namespace: str) -> set[tuple[FactKind, str]]:
+    """(kind, name) of each object of a fact kind that an action's mutation set names in
+    the monitor's namespace, globs left out."""
+    kinds = {k.value: k for k in FactKind}
+    named = set()
+    for entry in mutation_set:
+        target = parse_entry(entry, namespace)
+        if not isinstance(target, KubeTarget) or target.namespace != namespace:
+            continue
+        if target.kind in kinds and "*" not in target.name:
+            named.add((kinds[target.kind], target.name))
+    return named
+
+
+def goal_objects(facts: Sequence[ObjectFacts]) -> list[ObjectFacts]:
+    """The objects the goal is about: named by the stop rule, else by the task."""
+    for where in (NamedIn.stopWhen, NamedIn.task):
+        chosen = [f for f in facts if where in f.namedIn]
+        if chosen:
+            return chosen
+    return []
+
+
+def job_runs(job: ObjectFacts) -> bool:
+    return job.ended is None and not job.suspended and bool(job.active)
+
+
+def describe(fact: ObjectFacts) -> str:
+    """The state a refusal names, from numbers and fixed words only."""
+    if fact.kind is FactKind.Job:
+        state = (
+            f"ended {fact.ended.value}"
+            if fact.ended is not None
+            else "suspended"
+            if fact.suspended
+            else "not ended"
+        )
+        return (
+            f"Job {fact.name} is {state}: active {fact.active or 0}, succeeded "
+            f"{fact.succeeded or 0}, failed {fact.failed or 0}"
+        )
+    if fact.kind is FactKind.CronJob:
+        return f"CronJob {fact.name}: suspended {bool(fact.suspended)}, active {fact.active or 0}"
+    return (
+        f"{fact.kind.value} {fact.name} has {fact.availableReplicas or 0} available, "
+        f"{fact.readyReplicas or 0} ready and {fact.updatedReplicas or 0} updated of "
+        f"{fact.replicas or 0} replicas"
+    )
+
+
+def _rollout_short(fact: ObjectFacts) -> bool:
+    want = fact.replicas or 0
+    return any((n or 0) < want for n in (fact.availableReplicas, fact.updatedReplicas))
+
+
+def contradiction(observation: Observation, facts: Sequence[ObjectFacts]) -> str | None:
+    """The first claim of `observation` that `facts` contradict, as a sentence; else None."""
+    goal = goal_objects(facts)
+    jobs = [f for f in goal if f.kind is FactKind.Job]
+    if observation.goal is GoalState.complete:
+        for fact in goal:
+            unfinished = fact.kind is FactKind.Job and fact.ended is None
+            if unfinished or (fact.kind in _WORKLOADS and _rollout_short(fact)):
+                return f"goal 'complete' contradicts what the step read: {describe(fact)}."
+    if observation.work is WorkState.idle:
+        for job in jobs:
+            if job_runs(job):
+                return f"work 'idle' contradicts what the step read: {describe(job)}."
+    held = bool(jobs) and len(jobs) == len(goal)
+    held = held and all(j.suspended and j.ended is None and not j.active for j in jobs)
+    if observation.work is WorkState.running and held:
+        return f"work 'running' contradicts what the step read: {describe(jobs[0])}."
+    action = observation.action
+    if action is not None and action.kind is ActionKind.advance:
+        for fact in facts:
+            if NamedIn.action not in fact.namedIn or fact.kind is not FactKind.Job:
+                continue
+            if job_runs(fact) or fact.ended is not None:
+                return (
+                    "an 'advance' action (start or resume) contradicts what the step read: "
+                    f"{describe(fact)}."
+                )
+    return None

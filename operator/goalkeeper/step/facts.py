@@ -1,0 +1,141 @@
+"""The step reads the objects its task, stop rule and action name, itself.
+
+Before the first model request the observe and act steps read them and show their state
+lines first (a fact sheet: fewer tool round trips for the model); after the model answered,
+the observe step reads them again and returns them with the observation, as facts the
+operator holds the observation's claims against (core/facts.py). Names are found in the
+text as Kubernetes spells them; objects of the kinds in `FactKind` are listed once per kind
+in the monitor's namespace, so a read costs five requests however long the task is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from goalkeeper.core.facts import action_names, names_in
+from goalkeeper.core.models import FACTS_MAX, FactKind, JobEnd, NamedIn, ObjectFacts
+from goalkeeper.step.render import state_line
+
+API_VERSIONS = {
+    FactKind.Job: "batch/v1",
+    FactKind.CronJob: "batch/v1",
+    FactKind.Deployment: "apps/v1",
+    FactKind.StatefulSet: "apps/v1",
+    FactKind.DaemonSet: "apps/v1",
+}
+# A namespace with more objects of one kind than this is read in part.
+LIST_LIMIT = 500
+
+
+class Lister(Protocol):
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+    ) -> Any: ...
+
+
+def named(
+    task: str, stop_when: str, mutation_set: Iterable[str], namespace: str
+) -> dict[tuple[FactKind | None, str], list[NamedIn]]:
+    """Where each name appears: by the stop rule, the task (any fact kind, key kind None)
+    and the action's mutation set (its own kind)."""
+    found: dict[tuple[FactKind | None, str], list[NamedIn]] = {}
+    for where, text in ((NamedIn.stopWhen, stop_when), (NamedIn.task, task)):
+        for name in names_in(text):
+            found.setdefault((None, name), []).append(where)
+    for kind, name in action_names(mutation_set, namespace):
+        found.setdefault((kind, name), []).append(NamedIn.action)
+    return found
+
+
+def read(
+    kube: Lister | None,
+    namespace: str,
+    *,
+    task: str,
+    stop_when: str,
+    mutation_set: Iterable[str] = (),
+) -> list[dict[str, Any]]:
+    """The named objects as the API server has them now (each with its `namedIn`), stop
+    rule's first; a kind the step may not list is left out."""
+    if kube is None:
+        return []
+    from goalkeeper.step.kube import KubeError
+
+    wanted = named(task, stop_when, mutation_set, namespace)
+    found: list[dict[str, Any]] = []
+    for kind, api_version in API_VERSIONS.items():
+        try:
+            listing = kube.list(api_version, kind.value, namespace, limit=LIST_LIMIT)
+        except (KubeError, OSError):  # a kind this identity may not read: no facts of it
+            continue
+        for item in (listing or {}).get("items") or []:
+            name = str((item.get("metadata") or {}).get("name") or "")
+            where = wanted.get((None, name), []) + wanted.get((kind, name), [])
+            if where:
+                found.append({**item, "kind": kind.value, "namedIn": sorted(set(where))})
+    order = {NamedIn.stopWhen: 0, NamedIn.action: 1, NamedIn.task: 2}
+    found.sort(key=lambda item: min(order[w] for w in item["namedIn"]))
+    return found[:FACTS_MAX]
+
+
+def facts_of(objects: Iterable[Mapping[str, Any]]) -> list[ObjectFacts]:
+    """The numbers the operator checks an observation against."""
+    return [_facts(obj) for obj in objects]
+
+
+def _facts(obj: Mapping[str, Any]) -> ObjectFacts:
+    kind = FactKind(obj["kind"])
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    numbers: dict[str, Any] = {}
+    if kind is FactKind.Job:
+        ended = [
+            c.get("type")
+            for c in status.get("conditions") or []
+            if c.get("status") == "True" and c.get("type") in ("Complete", "Failed")
+        ]
+        numbers = {
+            "suspended": spec.get("suspend") is True,
+            "active": _count(status.get("active")),
+            "succeeded": _count(status.get("succeeded")),
+            "failed": _count(status.get("failed")),
+            "ended": JobEnd(ended[0]) if ended else None,
+        }
+    elif kind is FactKind.CronJob:
+        numbers = {
+            "suspended": spec.get("suspend") is True,
+            "active": len(status.get("active") or []),
+        }
+    elif kind is FactKind.DaemonSet:
+        numbers = {
+            "replicas": _count(status.get("desiredNumberScheduled")),
+            "readyReplicas": _count(status.get("numberReady")),
+            "availableReplicas": _count(status.get("numberAvailable")),
+            "updatedReplicas": _count(status.get("updatedNumberScheduled")),
+        }
+    else:
+        numbers = {
+            "replicas": _count(spec.get("replicas", 1)),
+            "readyReplicas": _count(status.get("readyReplicas")),
+            "availableReplicas": _count(status.get("availableReplicas")),
+            "updatedReplicas": _count(status.get("updatedReplicas")),
+        }
+    return ObjectFacts(kind=kind, name=obj["metadata"]["name"], namedIn=obj["namedIn"], **numbers)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def sheet(objects: Iterable[Mapping[str, Any]]) -> str:
+    """One state line per object, built from numbers and name tokens only (render's
+    `state_line`), so it stands outside any fence; empty when nothing was read."""
+    lines = [line for obj in objects if (line := state_line(dict(obj)))]
+    return "\n".join(f"- {line}" for line in lines)

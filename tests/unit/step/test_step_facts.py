@@ -1,0 +1,123 @@
+"""The step reads the objects its task, stop rule and action name itself: a fact sheet in the
+prompt before the first request, and facts read again after the answer for the operator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
+from pydantic_ai.models.function import AgentInfo
+from tests.support.observations import action, observation_dict
+from tests.support.step_fakes import FakeKube, deployment, step_input
+from tests.unit.step.test_step_agent import final, scripted, tools
+
+from goalkeeper.core.models import FactKind, JobEnd, NamedIn
+from goalkeeper.step import facts
+from goalkeeper.step.agent import run_act, run_observe
+from goalkeeper.step.kube import KubeError
+
+
+def job(name: str, *, suspend: bool = False, **status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"suspend": suspend},
+        "status": status,
+    }
+
+
+TASK = "Resume Job report-gen when it is suspended. Leave Job archive alone."
+STOP = "Stop when Job report-gen has succeeded."
+
+
+def test_named_objects_are_read_with_one_list_per_kind_stop_rule_first() -> None:
+    kube = FakeKube([job("archive"), job("report-gen", suspend=True), job("unrelated")])
+    kube.put(deployment("web"))
+    read = facts.read(kube, "shop", task=TASK, stop_when=STOP, mutation_set=["deployments/web"])
+    assert [(o["kind"], o["metadata"]["name"], o["namedIn"]) for o in read] == [
+        ("Job", "report-gen", ["stopWhen", "task"]),
+        ("Deployment", "web", ["action"]),
+        ("Job", "archive", ["task"]),
+    ]
+    lists = [args[1] for call, args in kube.calls if call == "list"]
+    assert sorted(lists) == sorted(k.value for k in FactKind)
+
+
+def test_a_kind_the_step_may_not_list_is_left_out() -> None:
+    class Refusing(FakeKube):
+        def list(self, api_version: str, kind: str, namespace: str | None, **kw: Any) -> Any:
+            if kind == "Job":
+                raise KubeError(403, "HTTP 403: Forbidden")
+            return super().list(api_version, kind, namespace, **kw)
+
+    kube = Refusing([job("report-gen")])
+    kube.put(deployment("report-gen"))
+    read = facts.read(kube, "shop", task=TASK, stop_when=STOP)
+    assert [o["kind"] for o in read] == ["Deployment"]
+
+
+def test_facts_hold_the_numbers_the_operator_checks() -> None:
+    done = job(
+        "report-gen",
+        succeeded=1,
+        conditions=[{"type": "Complete", "status": "True"}],
+    )
+    read = facts.read(FakeKube([done]), "shop", task=TASK, stop_when=STOP)
+    [fact] = facts.facts_of(read)
+    assert (fact.kind, fact.name, fact.ended, fact.succeeded, fact.suspended) == (
+        FactKind.Job,
+        "report-gen",
+        JobEnd.Complete,
+        1,
+        False,
+    )
+    assert fact.namedIn == [NamedIn.stopWhen, NamedIn.task]
+
+
+async def test_the_first_request_shows_the_fact_sheet_and_the_answer_carries_a_fresh_read() -> None:
+    kube = FakeKube([job("report-gen", suspend=True)])
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        # The target moves while the model thinks: the facts returned are read afterwards.
+        kube.put(job("report-gen", active=1))
+        return final(observation_dict("wait"))
+
+    model, seen = scripted(answer)
+    step = step_input(task=TASK, stopWhen=STOP)
+    outcome = await run_observe(step, model, tools(kube))
+    assert outcome.ok, outcome.error
+    first = seen[0][0]
+    assert isinstance(first, ModelRequest)
+    user = str(first.parts[-1].content)
+    assert "## Named objects, read by the step just now" in user
+    assert "- Job shop/report-gen: suspended; active 0" in user
+    [fact] = outcome.facts
+    assert (fact.suspended, fact.active) == (False, 1)
+
+
+async def test_the_observed_action_names_objects_read_after_the_answer() -> None:
+    kube = FakeKube([job("report-gen", active=1)])
+    model, _ = scripted(final(observation_dict("act", action=action(mutationSet=["jobs/other"]))))
+    kube.put(job("other", suspend=True))
+    outcome = await run_observe(step_input(task=TASK, stopWhen=STOP), model, tools(kube))
+    assert {(f.name, tuple(f.namedIn)) for f in outcome.facts} == {
+        ("report-gen", (NamedIn.stopWhen, NamedIn.task)),
+        ("other", (NamedIn.action,)),
+    }
+
+
+async def test_the_act_step_sees_the_objects_its_action_names() -> None:
+    kube = FakeKube([deployment("web", replicas=0)])
+    model, seen = scripted(final({"outcome": "succeeded", "evidence": "scaled", "changed": []}))
+    outcome = await run_act(
+        step_input("act"), model, tools(kube, mutation_set=("deployments/web",))
+    )
+    assert outcome.ok, outcome.error
+    user = str(seen[0][0].parts[-1].content)  # type: ignore[union-attr]
+    assert "- Deployment shop/web: ready 0 of 0 desired" in user
+
+
+def test_nothing_named_means_no_sheet() -> None:
+    assert facts.sheet([]) == ""
+    assert facts.read(None, "shop", task=TASK, stop_when=STOP) == []

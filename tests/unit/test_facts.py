@@ -1,0 +1,129 @@
+"""Facts beat words: the engine refuses an observation the named objects' state contradicts,
+as an invalid answer, and takes every observation the state allows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.support.observations import action, observation_dict
+
+from goalkeeper.core.engine import ObservationAccepted, ObservationRejected
+from goalkeeper.core.facts import action_names, contradiction, goal_objects, names_in
+from goalkeeper.core.models import FactKind, NamedIn, ObjectFacts, Observation, StepKind
+from goalkeeper.core.steps import step_event
+
+
+def job(name: str = "build", *where: NamedIn, **numbers: Any) -> ObjectFacts:
+    base: dict[str, Any] = {"suspended": False, "active": 0, "succeeded": 0, "failed": 0}
+    return ObjectFacts(
+        kind=FactKind.Job, name=name, namedIn=list(where or [NamedIn.stopWhen]), **base | numbers
+    )
+
+
+def deployment(name: str = "web", **numbers: Any) -> ObjectFacts:
+    base = {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2}
+    return ObjectFacts(
+        kind=FactKind.Deployment, name=name, namedIn=[NamedIn.stopWhen], **base | numbers
+    )
+
+
+def seen(route: str = "wait", **overrides: Any) -> Observation:
+    return Observation.model_validate(observation_dict(route, **overrides))
+
+
+DONE = {"goal": "complete", "work": "complete", "stopReason": "goalComplete"}
+
+
+def test_names_are_read_as_kubernetes_spells_them() -> None:
+    text = "Finish Job render-part-2 (namespace default). Stop when web.v2 is Ready."
+    assert {"render-part-2", "default", "web.v2", "finish"} - names_in(text) == {"finish"}
+    assert action_names(["jobs/build", "Deployment web", "ci/jobs/other", "jobs/b*"], "ci") == {
+        (FactKind.Job, "build"),
+        (FactKind.Deployment, "web"),
+        (FactKind.Job, "other"),
+    }
+
+
+def test_the_goal_is_about_what_the_stop_rule_names_else_the_task() -> None:
+    a, b = job("a", NamedIn.task), job("b", NamedIn.stopWhen, NamedIn.task)
+    assert goal_objects([a, b]) == [b]
+    assert goal_objects([a]) == [a]
+    assert goal_objects([job("c", NamedIn.action)]) == []
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        job(suspended=True),
+        job(active=1),
+        job(active=0),  # resumed, no pod yet
+        deployment(availableReplicas=0, readyReplicas=0),
+        deployment(updatedReplicas=1),
+    ],
+)
+def test_goal_complete_is_refused_while_the_named_target_is_not_done(fact: ObjectFacts) -> None:
+    refused = contradiction(seen("stop", **DONE), [fact])
+    assert refused is not None and "goal 'complete'" in refused and fact.name in refused
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        job(succeeded=1, ended="Complete"),
+        job(failed=1, ended="Failed"),
+        deployment(),
+        deployment(replicas=0, readyReplicas=0, availableReplicas=0, updatedReplicas=0),
+    ],
+)
+def test_goal_complete_is_taken_when_the_state_allows_it(fact: ObjectFacts) -> None:
+    assert contradiction(seen("stop", **DONE), [fact]) is None
+
+
+def test_a_target_named_only_in_the_task_does_not_hold_back_a_goal_the_stop_rule_names() -> None:
+    other = job("other", NamedIn.task, suspended=True)
+    done = job("build", NamedIn.stopWhen, succeeded=1, ended="Complete")
+    assert contradiction(seen("stop", **DONE), [done, other]) is None
+
+
+def test_idle_work_is_refused_while_the_job_runs() -> None:
+    refused = contradiction(seen("act", action=action(kind="recover")), [job(active=1)])
+    assert refused is not None and "work 'idle'" in refused
+    assert contradiction(seen("act", action=action(kind="recover")), [job(suspended=True)]) is None
+
+
+def test_running_work_is_refused_while_every_named_job_is_suspended_and_empty() -> None:
+    assert "work 'running'" in (contradiction(seen("wait"), [job(suspended=True)]) or "")
+    # Pods of a suspended Job may still be stopping: that is not a contradiction.
+    assert contradiction(seen("wait"), [job(suspended=True, active=1)]) is None
+    assert contradiction(seen("wait"), [job(suspended=True), deployment()]) is None
+    assert contradiction(seen("wait"), [job(active=1)]) is None
+
+
+@pytest.mark.parametrize(
+    "fact", [job("build", NamedIn.action, active=1), job("build", NamedIn.action, ended="Complete")]
+)
+def test_resuming_a_job_that_runs_or_ended_is_refused(fact: ObjectFacts) -> None:
+    refused = contradiction(seen("act"), [fact])
+    assert refused is not None and "'advance'" in refused
+
+
+def test_resuming_a_suspended_job_is_taken() -> None:
+    assert contradiction(seen("act"), [job("build", NamedIn.action, suspended=True)]) is None
+
+
+def test_no_facts_refuse_nothing() -> None:
+    assert contradiction(seen("stop", **DONE), []) is None
+
+
+def test_a_contradicted_observation_is_an_invalid_answer_naming_the_fact() -> None:
+    status = {
+        "phase": "Succeeded",
+        "result": observation_dict("stop", **DONE),
+        "facts": [job(suspended=True).model_dump(mode="json")],
+    }
+    event = step_event(StepKind.observe, 4, status)
+    assert isinstance(event, ObservationRejected)
+    assert "Contradicted by the facts" in event.error and "Job build is suspended" in event.error
+    status["facts"] = [job(succeeded=1, ended="Complete").model_dump(mode="json")]
+    assert isinstance(step_event(StepKind.observe, 4, status), ObservationAccepted)
