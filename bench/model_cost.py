@@ -64,7 +64,12 @@ CHECKS = 3
 TOTAL_MODULES = 27
 EVERY = timedelta(minutes=15)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-SPEC = MonitorSpec(task=TASK, stopWhen="Stop when Job build has succeeded.", everyMinutes=15)
+# As a user writes it: the task names where progress is kept, so the step shows it first.
+SPEC = MonitorSpec(
+    task=f"{TASK} Its progress is in ConfigMap build-progress (keys done and total).",
+    stopWhen="Stop when Job build has succeeded.",
+    everyMinutes=15,
+)
 JOB_UID = "6f1c2f0e-8d3b-4c55-9a7e-2b1d5c0e9f31"
 CREATED = "2026-01-01T00:00:00Z"
 STARTED = "2026-01-01T00:00:05Z"
@@ -380,7 +385,7 @@ async def run_checks(count: int = CHECKS) -> list[Check]:
         for number in range(1, count + 1):
             at = T0 + EVERY * (number - 1)
             step_input = _launched(decision)
-            model = RecordingModel(Scenario(NAMESPACE, _answer(at)))
+            model = RecordingModel(Scenario(NAMESPACE, _answer(at), from_sheet=True))
             server.default = model
             seen = len(server.requests)
             kube = FakeKube([served_job(), served_progress(modules_done(number), at)])

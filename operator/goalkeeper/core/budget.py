@@ -9,7 +9,7 @@ never cut: the models bound it so it always fits.
 
 from __future__ import annotations
 
-from goalkeeper.core.models import Contract, MonitorStatus, Observation
+from goalkeeper.core.models import MonitorStatus, Observation
 
 STATUS_BUDGET = 256 * 1024
 CUT_MARKER = " [… cut by goalkeeper: {} more characters]"
@@ -33,22 +33,15 @@ def cut(text: str, limit: int) -> str:
 def fit_status(status: MonitorStatus, budget: int = STATUS_BUDGET) -> MonitorStatus:
     """`status` with each fact stored once and, if needed, its free text cut to fit."""
     observation = status.lastObservation
-    if observation is not None and observation.progress is not None:
-        status = _with(status, lastObservation=_obs(observation, progress=None))
+    if observation is not None:
+        # Progress is kept in status.progress and the authority in status.contract and
+        # status.authorizedActions; the observation's own copies would be stored twice.
+        stored = _obs(observation, progress=None, contract=None, authorizedActions=[])
+        status = _with(status, lastObservation=stored)
     for limit in TEXT_STEPS:
         if status_size(status) <= budget:
             return status
         status = _cut_texts(status, limit)
-        if status.lastObservation is not None:
-            # The step input carries the recorded authority itself; the last
-            # observation's own copy of it is the next thing to give up.
-            goal = cut(status.lastObservation.contract.goal, limit)
-            status = _with(
-                status,
-                lastObservation=_obs(
-                    status.lastObservation, contract=Contract(goal=goal), authorizedActions=[]
-                ),
-            )
     while status_size(status) > budget and _history(status):
         status = _drop_oldest(status)
     return status

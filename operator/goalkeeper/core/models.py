@@ -20,6 +20,7 @@ from pydantic import (
     StrictInt,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from goalkeeper.core.controls import CHECK_NOW_MAX
 
@@ -327,10 +328,13 @@ class Observation(Model):
     observation: Text8000 = Field(description="Current facts.")
     report: Text4000 = Field(description="Concise update for the user.")
     reason: Text2000 = Field(description="Why this route.")
-    contract: Contract
-    authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=ACTIONS_MAX)] = Field(
-        default_factory=list
-    )
+    # The task reading pins the authority; an observation may still restate it (a narrowing
+    # is recorded, a widening refused), but its schema asks for none: the model does not
+    # copy what the operator already holds.
+    contract: SkipJsonSchema[Contract | None] = None
+    authorizedActions: SkipJsonSchema[
+        Annotated[list[AuthorizedAction], Field(max_length=ACTIONS_MAX)]
+    ] = Field(default_factory=list)
     progress: Annotated[list[ProgressTrack], Field(min_length=1, max_length=TRACKS_MAX)] | None = (
         None
     )

@@ -36,7 +36,7 @@ from goalkeeper.step import facts, prompts
 from goalkeeper.step.errors import ERROR_MAX, RunFacts, explain, limit_hit
 from goalkeeper.step.model import StepModel
 from goalkeeper.step.repeats import RepeatGuard
-from goalkeeper.step.routed import RoutedOutput, pinned_authority
+from goalkeeper.step.routed import RoutedOutput, pinned_action_ids
 from goalkeeper.step.steplog import RunLog, StepLog
 from goalkeeper.step.tools import StepTools, act_toolset, observe_toolset
 
@@ -203,13 +203,16 @@ async def run_observe(
     `routed_output` the model is given the route-keyed schema (step/routed.py), with
     `worked_example` a worked check at the end of its system prompt."""
     toolset = observe_toolset(tools)
+    sheet = facts.sheet(_named_objects(step_input, tools), tools.k8s_get)
     user = prompts.observe_user_prompt(
         step_input,
         fence_id=tools.config.fence_id,
         namespace=tools.config.namespace,
         now=_now(clock),
-        facts=facts.sheet(_named_objects(step_input, tools)),
+        facts=sheet,
     )
+    # A model that was shown the named objects has read the target: it may answer at once.
+    read_first = () if sheet else tuple(toolset.tools)
     outcome = await run_agent(
         output_type=Observation,
         system_prompt=prompts.observe_system_prompt(worked_example),
@@ -219,7 +222,7 @@ async def run_observe(
         limits=limits or RunLimits(),
         model_settings=model_settings,
         log=log,
-        capability=RoutedOutput(pinned_authority(step_input), tuple(toolset.tools))
+        capability=RoutedOutput(pinned_action_ids(step_input), read_first)
         if routed_output
         else None,
     )
@@ -279,7 +282,7 @@ async def run_act(
         fence_id=tools.config.fence_id,
         namespace=tools.config.namespace,
         now=_now(clock),
-        facts=facts.sheet(_named_objects(step_input, tools)),
+        facts=facts.sheet(_named_objects(step_input, tools), tools.k8s_get),
     )
     outcome = await run_agent(
         output_type=ActionResult,

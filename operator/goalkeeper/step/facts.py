@@ -1,29 +1,34 @@
 """The step reads the objects its task, stop rule and action name, itself.
 
 Before the first model request the observe and act steps read them and show their state
-lines first (a fact sheet: fewer tool round trips for the model); after the model answered,
+lines first, and a named ConfigMap as `k8s_get` shows it, fenced (a fact sheet: fewer tool
+round trips for the model); after the model answered,
 the observe step reads them again and returns them with the observation, as facts the
 operator holds the observation's claims against (core/facts.py). Names are found in the
 text as Kubernetes spells them; objects of the kinds in `FactKind` are listed once per kind
-in the monitor's namespace, so a read costs five requests however long the task is.
+and ConfigMaps are listed once per kind in the monitor's namespace, so a read costs six
+requests however long the task is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from goalkeeper.core.facts import action_names, names_in
 from goalkeeper.core.models import FACTS_MAX, FactKind, JobEnd, NamedIn, ObjectFacts
 from goalkeeper.step.render import state_line
 
-API_VERSIONS = {
+API_VERSIONS: dict[str, str] = {
     FactKind.Job: "batch/v1",
     FactKind.CronJob: "batch/v1",
     FactKind.Deployment: "apps/v1",
     FactKind.StatefulSet: "apps/v1",
     FactKind.DaemonSet: "apps/v1",
+    "ConfigMap": "v1",
 }
+# ConfigMaps shown whole in a fact sheet; more are left to the model's own reads.
+CONFIG_MAPS_SHOWN = 3
 # A namespace with more objects of one kind than this is read in part.
 LIST_LIMIT = 500
 
@@ -73,14 +78,16 @@ def read(
     found: list[dict[str, Any]] = []
     for kind, api_version in API_VERSIONS.items():
         try:
-            listing = kube.list(api_version, kind.value, namespace, limit=LIST_LIMIT)
+            listing = kube.list(api_version, str(kind), namespace, limit=LIST_LIMIT)
         except (KubeError, OSError):  # a kind this identity may not read: no facts of it
             continue
         for item in (listing or {}).get("items") or []:
             name = str((item.get("metadata") or {}).get("name") or "")
-            where = wanted.get((None, name), []) + wanted.get((kind, name), [])
+            where = wanted.get((None, name), [])
+            if isinstance(kind, FactKind):
+                where = where + wanted.get((kind, name), [])
             if where:
-                found.append({**item, "kind": kind.value, "namedIn": sorted(set(where))})
+                found.append({**item, "kind": str(kind), "namedIn": sorted(set(where))})
     order = {NamedIn.stopWhen: 0, NamedIn.action: 1, NamedIn.task: 2}
     found.sort(key=lambda item: min(order[w] for w in item["namedIn"]))
     return found[:FACTS_MAX]
@@ -88,7 +95,7 @@ def read(
 
 def facts_of(objects: Iterable[Mapping[str, Any]]) -> list[ObjectFacts]:
     """The numbers the operator checks an observation against."""
-    return [_facts(obj) for obj in objects]
+    return [_facts(obj) for obj in objects if obj.get("kind") in FactKind.__members__]
 
 
 def _facts(obj: Mapping[str, Any]) -> ObjectFacts:
@@ -134,8 +141,19 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def sheet(objects: Iterable[Mapping[str, Any]]) -> str:
-    """One state line per object, built from numbers and name tokens only (render's
-    `state_line`), so it stands outside any fence; empty when nothing was read."""
-    lines = [line for obj in objects if (line := state_line(dict(obj)))]
-    return "\n".join(f"- {line}" for line in lines)
+def sheet(
+    objects: Iterable[Mapping[str, Any]], show: Callable[[str, str], str] | None = None
+) -> str:
+    """One state line per workload, built from numbers and name tokens only (render's
+    `state_line`), so it stands outside any fence; then each named ConfigMap as `show(kind,
+    name)` renders it (the step's `k8s_get`: redacted, fenced). Empty when nothing was read."""
+    objects = list(objects)
+    lines = [
+        f"- {line}"
+        for obj in objects
+        if obj.get("kind") != "ConfigMap" and (line := state_line(dict(obj)))
+    ]
+    if show is not None:
+        maps = [o["metadata"]["name"] for o in objects if o.get("kind") == "ConfigMap"]
+        lines += [show("ConfigMap", name) for name in maps[:CONFIG_MAPS_SHOWN]]
+    return "\n".join(lines)

@@ -10,13 +10,11 @@ tool's parameters.
 
 The schema also holds a small model to what the engine would refuse anyway, and to an
 answer it writes in reasonable time: the answer is offered only after a first read of the
-target, the facts and the authority come before the route, an `act` lists at least one
-authorized action, a mutation set names only what the act step's tools can write to
-(step/mutations.py), and text is bounded tightly enough that a whole tool result cannot be
-copied into the answer. Once the engine has pinned the authority (later checks of one spec
-generation), the contract and the authorized actions are bound to the recorded ones and an
-action to their ids: the model cannot write a widening, nor an action that no recorded one
-covers.
+target, the facts come before the route, a mutation set names only what the act step's
+tools can write to (step/mutations.py), and text is bounded tightly enough that a whole tool
+result cannot be copied into the answer. The authority is the one the engine pinned from the
+task: an action names one of the recorded actions' ids, and with none recorded there is no
+`act` at all.
 """
 
 from __future__ import annotations
@@ -42,9 +40,8 @@ Json = dict[str, Any]
 SHARED = "Observation_"
 OPEN_GOALS = [GoalState.incomplete.value, GoalState.unknown.value]
 OTHER_STOPS = [r.value for r in ObservedStopReason if r is not ObservedStopReason.goalComplete]
-# The facts and the authority before the decision: a model writes what it saw and what it
-# may do, then routes on them.
-FIRST = ("observation", "contract", "authorizedActions", "work", "goal", "route", "reason")
+# The facts before the decision: a model writes what it saw, then routes on it.
+FIRST = ("observation", "work", "goal", "route", "reason")
 TEXT_MAX = {"observation": 600, "evidence": 600, "report": 400}
 TEXT_DEFAULT_MAX = 300
 ITEMS_MAX = 8
@@ -118,15 +115,7 @@ def _ordered(properties: Json) -> Json:
     }
 
 
-@dataclass(frozen=True)
-class PinnedAuthority:
-    """The authority recorded for this spec generation, as JSON."""
-
-    contract: Json
-    actions: list[Json]
-
-
-def routed_schema(flat: Json, pinned: PinnedAuthority | None = None) -> Json:
+def routed_schema(flat: Json, action_ids: list[str] | None = None) -> Json:
     """`Observation`'s JSON schema as one object per route (and per case a route has)."""
     action_ref = "ActionRequest"
     if action_ref not in (flat.get("$defs") or {}) or "route" not in (flat.get("properties") or {}):
@@ -137,14 +126,7 @@ def routed_schema(flat: Json, pinned: PinnedAuthority | None = None) -> Json:
     base["properties"] = _ordered(base["properties"])
     for key, field in base["properties"].items():
         defs[f"{SHARED}{key}"] = field
-    base["required"] = [*base.get("required", []), "authorizedActions"]
-    # Acting needs the authority it names: at least one authorized action, always listed.
-    authority: Json = {**base["properties"]["authorizedActions"], "minItems": 1}
-    ids = None
-    if pinned is not None:
-        defs[f"{SHARED}contract"] = {"const": pinned.contract}
-        defs[f"{SHARED}authorizedActions"] = authority = {"const": pinned.actions}
-        ids = [a["id"] for a in pinned.actions]
+    ids = action_ids
     advance = _action(defs, action_ref, [ActionKind.advance.value], "AdvanceAction", ids)
     other = _action(
         defs,
@@ -168,7 +150,6 @@ def routed_schema(flat: Json, pinned: PinnedAuthority | None = None) -> Json:
             route={"const": "act"},
             goal={"enum": OPEN_GOALS},
             work={"const": WorkState.idle.value},
-            authorizedActions=authority,
             action=advance,
         ),
         _variant(
@@ -176,7 +157,6 @@ def routed_schema(flat: Json, pinned: PinnedAuthority | None = None) -> Json:
             ("stopReason", "watch"),
             route={"const": "act"},
             goal={"enum": OPEN_GOALS},
-            authorizedActions=authority,
             action=other,
         ),
         _variant(
@@ -220,21 +200,18 @@ def _reachable(roots: Any, defs: Json) -> Json:
     return found
 
 
-def pinned_authority(step: StepInput) -> PinnedAuthority | None:
-    """The step's recorded authority; the engine hands it over only while it is current."""
+def pinned_action_ids(step: StepInput) -> list[str] | None:
+    """The ids of the step's recorded actions; None before any authority is recorded."""
     if step.contract is None:
         return None
-    return PinnedAuthority(
-        contract=step.contract.model_dump(mode="json", exclude_none=True),
-        actions=[a.model_dump(mode="json") for a in step.authorizedActions],
-    )
+    return [a.id for a in step.authorizedActions]
 
 
 @dataclass
 class RoutedOutput(AbstractCapability[Any]):
     """Gives the observation's output tool the route-keyed schema above."""
 
-    pinned: PinnedAuthority | None = None
+    action_ids: list[str] | None = None
     read_tools: tuple[str, ...] = ()
 
     def get_model_settings(self) -> Callable[[RunContext[Any]], ModelSettings]:
@@ -252,7 +229,8 @@ class RoutedOutput(AbstractCapability[Any]):
     ) -> list[ToolDefinition]:
         return [
             replace(
-                tool, parameters_json_schema=routed_schema(tool.parameters_json_schema, self.pinned)
+                tool,
+                parameters_json_schema=routed_schema(tool.parameters_json_schema, self.action_ids),
             )
             for tool in tool_defs
         ]

@@ -957,8 +957,16 @@ TOOL_NAMES = {"k8s_raw_write": "k8s_raw"}  # the act step's k8s_raw also writes
 
 def _toolset(tools: StepTools, methods: tuple[str, ...]) -> FunctionToolset[Any]:
     ts: FunctionToolset[Any] = FunctionToolset()
+    # A tool that could only refuse is not offered: its definition costs every request.
+    no_http = not tools.config.http_allowed_hosts
+    unusable = {
+        "http_get": no_http,
+        "http_request": no_http,
+        "read_file": not tools.config.file_roots,
+    }
     for method in methods:
-        ts.add_function(getattr(tools, method), name=TOOL_NAMES.get(method, method))
+        if not unusable.get(method, False):
+            ts.add_function(getattr(tools, method), name=TOOL_NAMES.get(method, method))
     return ts
 
 

@@ -9,7 +9,7 @@ from tests.support.observations import observation_dict
 
 from goalkeeper.core.models import Observation
 from goalkeeper.localmodel.signatures import DESCRIPTION_MAX, describe_function
-from goalkeeper.step.routed import PinnedAuthority, routed_schema
+from goalkeeper.step.routed import routed_schema
 
 GET = {
     "name": "k8s_get",
@@ -103,8 +103,8 @@ def test_the_routed_observation_reads_as_its_fields_and_one_line_per_case() -> N
     function = routed_final_result()
     text = describe_function(function)
     lines = text.splitlines()
-    # Every field of the observation is named once, with its merged type.
-    for field in Observation.model_fields:
+    # Every field of the observation's schema is named once, with its merged type.
+    for field in Observation.model_json_schema()["properties"]:
         assert sum(line.startswith(f"  {field}") for line in lines) == 1, field
     assert '  route: "wait" | "act" | "stop"' in lines
     cases = lines[lines.index("  Exactly one of these cases:") + 1 :][:5]
@@ -120,22 +120,19 @@ def test_the_routed_observation_reads_as_its_fields_and_one_line_per_case() -> N
         '"paidActionNotApproved" | "protectedContractChange" | "credentialWithoutAuthority" | '
         '"invalidCheckpoint" | "userRequested"; no watch, action',
     ]
-    # The facts and the authority come first, in the signature as in the schema.
-    assert lines[0].startswith("final_result(observation, contract, authorizedActions, work,")
+    # The facts come first, in the signature as in the schema.
+    assert lines[0].startswith("final_result(observation, work, goal, route,")
     assert '  type RecoveryAction: as AdvanceAction, but kind: "recover" | "repair"' in lines
     # Bound text says its bound; the point of it all: a fraction of the schema's length.
     assert "  observation: string ≤600  # Current facts." in lines
     assert len(text) < 0.4 * len(json.dumps(function))
 
 
-def test_a_pinned_authority_is_fixed_and_the_covering_id_one_of_the_recorded() -> None:
+def test_the_covering_id_is_one_of_the_recorded() -> None:
     recorded = observation_dict("act")
-    pinned = PinnedAuthority(recorded["contract"], recorded["authorizedActions"])
-    schema = routed_schema(Observation.model_json_schema(), pinned)
+    ids = [a["id"] for a in recorded["authorizedActions"]]
+    schema = routed_schema(Observation.model_json_schema(), ids)
     lines = describe_function({"name": "final_result", "parameters": schema}).splitlines()
-    assert "  contract: fixed (written for you)" in lines
-    assert "  authorizedActions: fixed (written for you)" in lines
-    ids = " | ".join(f'"{a["id"]}"' for a in recorded["authorizedActions"])
-    assert any(line.startswith(f"    authorizedActionId: {ids}  # ") for line in lines), lines
-    # The recorded text is the grammar's to write: none of it costs prompt tokens.
-    assert recorded["contract"]["goal"] not in "\n".join(lines)
+    assert not [line for line in lines if line.startswith(("  contract", "  authorizedActions"))]
+    named = " | ".join(f'"{i}"' for i in ids)
+    assert any(line.startswith(f"    authorizedActionId: {named}  # ") for line in lines), lines

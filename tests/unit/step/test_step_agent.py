@@ -240,8 +240,6 @@ async def test_observe_has_no_write_tools_and_refuses_mutating_verbs() -> None:
             "pod_logs",
             "k8s_events",
             "k8s_raw",
-            "http_get",
-            "read_file",
         }
         return tool_call(
             "k8s_raw",

@@ -31,7 +31,9 @@ def lines(out: str) -> list[dict[str, Any]]:
 
 
 def tools(kube: FakeKube) -> StepTools:
-    return StepTools(kube, ToolConfig(fence_id=FID, namespace="shop"))
+    # An allowed host offers http_get; the planted URL's host is refused before any connect.
+    config = ToolConfig(fence_id=FID, namespace="shop", http_allowed_hosts=("127.0.0.1",))
+    return StepTools(kube, config)
 
 
 def turn(*calls: tuple[str, dict[str, Any]]) -> ModelResponse:

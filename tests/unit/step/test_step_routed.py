@@ -20,7 +20,7 @@ from tests.support.observations import action, observation, observation_dict
 from tests.support.step_fakes import step_input
 
 from goalkeeper.core.models import Observation
-from goalkeeper.step.routed import PinnedAuthority, RoutedOutput, pinned_authority, routed_schema
+from goalkeeper.step.routed import RoutedOutput, pinned_action_ids, routed_schema
 
 FLAT = Observation.model_json_schema()
 ROUTED = routed_schema(FLAT)
@@ -59,22 +59,29 @@ def valid(body: dict[str, Any]) -> bool:
     return True
 
 
+def answer(route: str, **overrides: Any) -> dict[str, Any]:
+    """An observation as a model answers it now: the authority is the recorded one."""
+    body = observation_dict(route, **overrides)
+    del body["contract"], body["authorizedActions"]
+    return body
+
+
 CASES = {
-    "wait, running": observation_dict("wait"),
-    "wait, waiting": observation_dict("wait", work="waiting"),
-    "wait, idle": observation_dict("wait", work="idle"),
-    "wait with a stop reason": observation_dict("wait", stopReason="goalComplete"),
-    "wait with an action": observation_dict("wait", action=action()),
-    "wait, goal complete": observation_dict("wait", goal="complete"),
-    "act, advance, idle": observation_dict("act"),
-    "act, advance, running": observation_dict("act", work="running"),
-    "act, repair, running": observation_dict("act", work="running", action=action(kind="repair")),
-    "act without an action": {**observation_dict("act"), "action": None},
-    "act, goal complete": observation_dict("act", goal="complete"),
-    "stop, goal complete": observation_dict("stop", goal="complete", stopReason="goalComplete"),
-    "stop, complete but goal incomplete": observation_dict("stop", stopReason="goalComplete"),
-    "stop, blocked": observation_dict("stop", work="blocked", stopReason="materialBlocker"),
-    "stop without a reason": observation_dict("stop", goal="complete"),
+    "wait, running": answer("wait"),
+    "wait, waiting": answer("wait", work="waiting"),
+    "wait, idle": answer("wait", work="idle"),
+    "wait with a stop reason": answer("wait", stopReason="goalComplete"),
+    "wait with an action": answer("wait", action=action()),
+    "wait, goal complete": answer("wait", goal="complete"),
+    "act, advance, idle": answer("act"),
+    "act, advance, running": answer("act", work="running"),
+    "act, repair, running": answer("act", work="running", action=action(kind="repair")),
+    "act without an action": {**answer("act"), "action": None},
+    "act, goal complete": answer("act", goal="complete"),
+    "stop, goal complete": answer("stop", goal="complete", stopReason="goalComplete"),
+    "stop, complete but goal incomplete": answer("stop", stopReason="goalComplete"),
+    "stop, blocked": answer("stop", work="blocked", stopReason="materialBlocker"),
+    "stop without a reason": answer("stop", goal="complete"),
 }
 
 
@@ -170,21 +177,15 @@ def test_every_text_is_bounded_tightly_and_the_facts_come_before_the_route() -> 
             continue
         assert schema.get("maxLength", 10**9) <= 600, where
     assert resolved(variant("wait")["properties"]["observation"])["maxLength"] == 600
-    assert list(variant("act")["properties"])[:6] == [
-        "observation",
-        "contract",
-        "authorizedActions",
-        "work",
-        "goal",
-        "route",
-    ]
+    assert list(variant("act")["properties"])[:4] == ["observation", "work", "goal", "route"]
+    # The authority is the recorded one: no answer copies it.
+    for each in ROUTED["anyOf"]:
+        assert not {"contract", "authorizedActions"} & set(each["properties"])
 
 
-def test_an_act_lists_its_authority_and_a_mutation_set_the_act_tools_can_write() -> None:
+def test_an_act_names_a_mutation_set_the_act_tools_can_write() -> None:
     for index in (0, 1):
         act = variant("act", index)
-        assert resolved(act["properties"]["authorizedActions"])["minItems"] == 1
-        assert "authorizedActions" in act["required"]
         mutations = resolved(act["properties"]["action"])["properties"]["mutationSet"]
         pattern = re.compile(mutations["items"]["pattern"])
         assert mutations["minItems"] == 1
@@ -194,34 +195,23 @@ def test_an_act_lists_its_authority_and_a_mutation_set_the_act_tools_can_write()
             assert pattern.fullmatch(entry), entry
         for entry in ("spec.suspend=false", "Job build", "the render image", "jobs/"):
             assert not pattern.fullmatch(entry), entry
-    # Waiting needs no authority: an empty list is fine there.
-    wait = resolved(variant("wait")["properties"]["authorizedActions"])
-    assert "minItems" not in wait
 
 
-def test_pinned_authority_binds_the_contract_the_actions_and_the_covering_id() -> None:
+def test_recorded_actions_bind_the_covering_id() -> None:
     recorded = observation_dict("act")
-    pinned = PinnedAuthority(recorded["contract"], recorded["authorizedActions"])
-    schema = routed_schema(FLAT, pinned)
     ids = [a["id"] for a in recorded["authorizedActions"]]
+    schema = routed_schema(FLAT, ids)
     for each in schema["anyOf"]:
-        contract = resolved(each["properties"]["contract"], schema["$defs"])
-        actions = resolved(each["properties"]["authorizedActions"], schema["$defs"])
-        assert contract == {"const": recorded["contract"]}
-        assert actions == {"const": recorded["authorizedActions"]}
         if "action" in each["properties"]:
             action = resolved(each["properties"]["action"], schema["$defs"])
             assert action["properties"]["authorizedActionId"]["enum"] == ids
     # No recorded authorized action: nothing to act on, so no act case at all.
-    bare = routed_schema(FLAT, PinnedAuthority(recorded["contract"], []))
+    bare = routed_schema(FLAT, [])
     assert {v["properties"]["route"]["const"] for v in bare["anyOf"]} == {"wait", "stop"}
 
 
 def test_the_step_input_pins_only_a_recorded_contract() -> None:
-    assert pinned_authority(step_input()) is None
+    assert pinned_action_ids(step_input()) is None
     recorded = observation("act")
     step = step_input(contract=recorded.contract, authorizedActions=recorded.authorizedActions)
-    pinned = pinned_authority(step)
-    assert pinned is not None
-    assert pinned.contract == recorded.contract.model_dump(mode="json", exclude_none=True)
-    assert [a["id"] for a in pinned.actions] == [a.id for a in recorded.authorizedActions]
+    assert pinned_action_ids(step) == [a.id for a in recorded.authorizedActions]

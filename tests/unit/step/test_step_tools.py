@@ -270,7 +270,7 @@ def test_commands_only_when_allowed() -> None:
 
 
 def test_toolsets() -> None:
-    tools = make()
+    tools = make(http_allowed_hosts=("ci.example",), file_roots=("/data",))
     observe = set(observe_toolset(tools).tools)
     act = set(act_toolset(tools).tools)
     assert observe == {
@@ -282,6 +282,10 @@ def test_toolsets() -> None:
         "http_get",
         "read_file",
     }
+    # Without an allowed host or a file root those tools could only refuse: not offered.
+    bare = make()
+    assert set(observe_toolset(bare).tools) == observe - {"http_get", "read_file"}
+    assert set(act_toolset(bare).tools) == act - {"http_get", "read_file", "http_request"}
     assert act - observe == {
         "k8s_apply",
         "k8s_create",

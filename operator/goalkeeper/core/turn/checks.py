@@ -104,6 +104,8 @@ class Turn(Asking):
         found in the task itself stay whatever an observation restates."""
         st = self.status
         assert st.contract is not None
+        if observation.contract is None:
+            return None  # no restatement: the recorded authority stands as it is
         recorded = st.contract
         review = guards.review_authority(
             authority.without_found(recorded, st.authority),
