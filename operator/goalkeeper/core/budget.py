@@ -36,7 +36,7 @@ def fit_status(status: MonitorStatus, budget: int = STATUS_BUDGET) -> MonitorSta
     if observation is not None:
         # Progress is kept in status.progress and the authority in status.contract and
         # status.authorizedActions; the observation's own copies would be stored twice.
-        stored = _obs(observation, progress=None, contract=None, authorizedActions=[])
+        stored = _obs(observation.without_authority(), progress=None)
         status = _with(status, lastObservation=stored)
     for limit in TEXT_STEPS:
         if status_size(status) <= budget:

@@ -333,8 +333,8 @@ class Observation(Model):
     # copy what the operator already holds.
     contract: SkipJsonSchema[Contract | None] = None
     authorizedActions: SkipJsonSchema[
-        Annotated[list[AuthorizedAction], Field(max_length=ACTIONS_MAX)]
-    ] = Field(default_factory=list)
+        Annotated[list[AuthorizedAction], Field(max_length=ACTIONS_MAX)] | None
+    ] = None
     progress: Annotated[list[ProgressTrack], Field(min_length=1, max_length=TRACKS_MAX)] | None = (
         None
     )
@@ -348,6 +348,11 @@ class Observation(Model):
         description="Target objects whose change would change the route: while the "
         "monitor waits, a change of one wakes it before the timer.",
     )
+
+    def without_authority(self) -> Observation:
+        """This observation without its restatement of the authority: what is stored and
+        handed to the next step, the recorded authority being kept on its own."""
+        return self.model_copy(update={"contract": None, "authorizedActions": None})
 
     @model_validator(mode="after")
     def _route_fields(self) -> Self:
@@ -364,7 +369,7 @@ class Observation(Model):
             duplicates = sorted({key for key in keys if keys.count(key) > 1})
             if duplicates:
                 raise ValueError(f"progress track keys must be unique: {', '.join(duplicates)}")
-        ids = [a.id for a in self.authorizedActions]
+        ids = [a.id for a in self.authorizedActions or []]
         if len(ids) != len(set(ids)):
             raise ValueError("authorizedActions ids must be unique")
         self._route_agrees_with_states()

@@ -111,7 +111,7 @@ class Turn(Asking):
             authority.without_found(recorded, st.authority),
             st.authorizedActions,
             observation.contract,
-            observation.authorizedActions,
+            observation.authorizedActions or [],
         )
         refusal = review.refusal()
         if refusal is None:

@@ -114,7 +114,7 @@ class Launching(TurnBase):
                 maxChecks=self.spec.maxChecks,
                 task=self.spec.task,
                 stopWhen=self.spec.stopWhen,
-                previousObservation=st.lastObservation,
+                previousObservation=st.lastObservation and st.lastObservation.without_authority(),
                 progressSummary=prompt_summary(st.progress, self.now),
                 contract=st.contract,
                 authorizedActions=st.authorizedActions,
