@@ -2,10 +2,10 @@
 xllamacpp, on 127.0.0.1 only, with the settings under which a small model answers
 goalkeeper's steps (see docs/local-model.md).
 
-One request at a time (one slot) keeps the whole context for one step and the prompt
-prefix of the last request cached: the next step's identical system prompt and tools are
-not read again. The steps reach it through the tool-call proxy (toolcalls.py), under
-which every tool call the model makes parses.
+One slot per step kind (the proxy sends each request to its kind's slot) keeps each kind's
+prompt prefix cached: the next step of a kind does not read its identical system prompt and
+tools again, even after a step of another kind ran in between. The steps reach it through
+the tool-call proxy (toolcalls.py), under which every tool call the model makes parses.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from goalkeeper.localmodel.toolcalls import ToolCallProxy
+from goalkeeper.localmodel.toolcalls import SLOTS, ToolCallProxy
 from goalkeeper.localmodel.weights import DEFAULT, Weights, cached, fetch
 
 HOST = "127.0.0.1"
@@ -113,8 +113,12 @@ class LocalServer:
         params.model_alias = ALIAS
         params.hostnames = [HOST]
         params.port = upstream
-        params.n_ctx = options.context
-        params.n_parallel = 1
+        # One slot per step kind, all in one cache that each may fill up to `context`.
+        params.n_ctx = options.context * SLOTS
+        params.n_parallel = SLOTS
+        params.kv_unified = True
+        # Kept in place: moved out to the RAM cache, an idle slot's prefix was read again.
+        params.cache_idle_slots = False
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.sampling.temp = options.temperature

@@ -180,11 +180,29 @@ def _allowed(functions: list[Json], choice: Any) -> list[Json]:
     return [f for f in functions if f["name"] in names] or functions
 
 
+# One server slot per kind of step (extract, observe, act): each keeps its own prompt
+# prefix cached, so an act step between two observations does not evict the observe one.
+SLOTS = 3
+_WRITE_TOOLS = frozenset({"k8s_patch", "k8s_apply", "k8s_create", "k8s_scale", "k8s_delete"})
+
+
+def slot_for(functions: list[Json]) -> int:
+    """The slot of the step a request comes from, told by the tools it offers."""
+    names = {f.get("name") for f in functions}
+    if names & _WRITE_TOOLS:
+        return 2
+    if len(names) > 1:
+        return 1  # observe: read tools and its answer
+    return 0  # extract: its answer alone, or a request without tools
+
+
 def upstream_request(body: Mapping[str, Any]) -> Json:
-    """The request the server gets for `body`: unchanged unless it wants a tool call."""
-    if not wants_tools(body):
-        return dict(body)
+    """The request the server gets for `body`: unchanged unless it wants a tool call, and
+    sent to its step kind's slot."""
     functions = _functions(body)
+    if not wants_tools(body):
+        return {**body, "id_slot": slot_for(functions)}
+
     if body.get("stream"):
         raise ToolCallError("streaming is not supported with tools")
     allowed = _allowed(functions, body.get("tool_choice"))
@@ -199,6 +217,7 @@ def upstream_request(body: Mapping[str, Any]) -> Json:
         "type": "json_schema",
         "json_schema": {"name": "tool_call", "schema": call_schema(allowed), "strict": True},
     }
+    upstream["id_slot"] = slot_for(functions)
     return upstream
 
 

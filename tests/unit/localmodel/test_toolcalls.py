@@ -18,11 +18,13 @@ from tests.support.step_fakes import FakeKube, deployment, step_input
 
 from goalkeeper.core.models import Observation
 from goalkeeper.localmodel.toolcalls import (
+    SLOTS,
     TOOLS_INTRO,
     ToolCallError,
     ToolCallProxy,
     call_schema,
     client_response,
+    slot_for,
     upstream_request,
 )
 from goalkeeper.step.agent import RunLimits, run_observe
@@ -102,11 +104,21 @@ def test_a_request_with_tools_goes_as_text_turns_under_the_schema() -> None:
     assert upstream_request(body)["messages"][0] == system
 
 
-def test_a_request_without_tools_or_that_wants_none_goes_unchanged() -> None:
+def test_a_request_without_tools_or_that_wants_none_goes_unchanged_but_for_its_slot() -> None:
     plain = {"model": "local", "messages": [{"role": "user", "content": "hi"}]}
-    assert upstream_request(plain) == plain
-    none = {**plain, "tools": [tool("get")], "tool_choice": "none"}
-    assert upstream_request(none) == none
+    assert upstream_request(plain) == {**plain, "id_slot": 0}
+    none = {**plain, "tools": [tool("get"), tool("final_result")], "tool_choice": "none"}
+    assert upstream_request(none) == {**none, "id_slot": 1}
+
+
+def test_each_step_kind_has_its_own_slot_so_its_prefix_stays_cached() -> None:
+    extract = [tool("final_result")]
+    observe = [tool("k8s_get"), tool("pod_logs"), tool("final_result")]
+    act = [*observe, tool("k8s_patch")]
+    slots = [slot_for([t["function"] for t in tools]) for tools in (extract, observe, act)]
+    assert slots == [0, 1, 2] and max(slots) < SLOTS
+    body = {"model": "local", "messages": [{"role": "user", "content": "go"}], "tools": act}
+    assert upstream_request(body)["id_slot"] == 2
 
 
 @pytest.mark.parametrize(
