@@ -8,7 +8,7 @@ import json
 import socket
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -140,12 +140,24 @@ def replicas(
             print(f"---- operator {identity} log ----\n" + replica.process.logs()[-15000:])
 
 
-def waits_then_completes(facts: Facts, n: int) -> dict[str, Any]:
-    if n < CHECKS:
-        return observation("wait", "incomplete", "running", facts, f"Check {n}: running.")
-    return observation(
-        "stop", "complete", "complete", facts, "The build is done.", stopReason="goalComplete"
-    )
+def waits_then_completes(cluster: Cluster, gate: Path) -> Callable[[Facts, int], dict[str, Any]]:
+    """Waits while the target runs; at the last check the target is let finish first, as
+    the step's own read of the Job holds a completed goal to a Job that has ended."""
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        if n < CHECKS:
+            return observation("wait", "incomplete", "running", facts, f"Check {n}: running.")
+        gate.touch()
+
+        def ended() -> Any:
+            return cluster.batch.read_namespaced_job("build", cluster.ns).status.succeeded
+
+        wait_until(ended, 60, "the target Job to finish")
+        return observation(
+            "stop", "complete", "complete", facts, "The build is done.", stopReason="goalComplete"
+        )
+
+    return observe
 
 
 def report_names(cluster: Cluster) -> list[str]:
@@ -157,6 +169,7 @@ def test_standby_takes_over_from_a_killed_leader_and_finishes_the_monitor(
     model: ModelServer,
     lease: Lease,
     replicas: dict[str, Replica],
+    tmp_path: Path,
 ) -> None:
     a, a_port = replicas["a"].process, replicas["a"].health_port
     b, b_port = replicas["b"].process, replicas["b"].health_port
@@ -172,11 +185,12 @@ def test_standby_takes_over_from_a_killed_leader_and_finishes_the_monitor(
     assert "goalkeeper_leader 1.0" in (scrape(replicas["a"].metrics_port) or "")
     assert "goalkeeper_leader 0.0" in (scrape(replicas["b"].metrics_port) or "")
 
-    # The target keeps running for the whole test; the scripted model decides the checks.
+    # The target runs until the last check; the scripted model decides the checks.
+    gate = tmp_path / "finish"
     cluster.batch.create_namespaced_job(
-        cluster.ns, build_job(cluster.ns, suspended=False, seconds=600)
+        cluster.ns, build_job(cluster.ns, suspended=False, gate=gate)
     )
-    model.default = Scenario(cluster.ns, waits_then_completes)
+    model.default = Scenario(cluster.ns, waits_then_completes(cluster, gate))
     cluster.create_monitor(everyMinutes=1)
 
     def two_reports() -> bool:

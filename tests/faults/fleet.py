@@ -9,6 +9,9 @@ prompt so that faults change the timing only, never the decisions:
     check 2  wait: the Job is running               (the wait timer)
     check 3  act: repair the build configuration    (the repair workflow)
     check 4  stop: goalComplete
+
+The model still tells the truth about the Job it read, as the engine holds it to: a Job a
+fault left suspended (its resume lost with a killed act step) is resumed at that check.
 """
 
 from __future__ import annotations
@@ -148,7 +151,8 @@ class FleetModel:
                 return ToolCalls([call("k8s_get", kind="Job", name=name, namespace=self.namespace)])
             with self.lock:
                 self.observes[name, n] += 1
-            return Final(self.observation(name, n))
+            suspended = re.search(r"^\s+suspend: true", "\n".join(results), re.M) is not None
+            return Final(self.observation(name, 1 if suspended else n))
         if not results:
             with self.lock:
                 self.acts[name, n] += 1
