@@ -152,7 +152,7 @@ class FleetModel:
             with self.lock:
                 self.observes[name, n] += 1
             suspended = re.search(r"^\s+suspend: true", "\n".join(results), re.M) is not None
-            return Final(self.observation(name, 1 if suspended else n))
+            return Final(self.observation(name, n, suspended=suspended))
         if not results:
             with self.lock:
                 self.acts[name, n] += 1
@@ -177,7 +177,7 @@ class FleetModel:
             }
         )
 
-    def observation(self, name: str, n: int) -> dict[str, Any]:
+    def observation(self, name: str, n: int, *, suspended: bool) -> dict[str, Any]:
         authority = {
             "contract": contract(
                 allowedSystems=[f"Job {name} in namespace {self.namespace}"],
@@ -185,7 +185,7 @@ class FleetModel:
             )
         }
         common = {"observation": f"Check {n} of Job {name}.", "report": f"{name} check {n}."}
-        if n == 1:
+        if n == 1 or suspended:
             return observation_dict(
                 "act",
                 work="idle",
@@ -193,7 +193,7 @@ class FleetModel:
                     action=f"Resume Job {name} (set spec.suspend=false).",
                     mutationSet=[f"jobs/{name}"],
                     failureId=f"{name}-suspended",
-                    targetStateId=f"{name}-check-1",
+                    targetStateId=f"{name}-check-{n}",
                 ),
                 **authority,
                 **common,
