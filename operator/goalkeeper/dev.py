@@ -1,5 +1,9 @@
 """`goalkeeper dev`: a whole local setup in the foreground; Ctrl-C stops everything.
 
+The pod runner plays node `goalkeeper-dev`: it binds every pod to it and runs it as a local
+process (an explicit `command` is needed), so Deployments, StatefulSets, DaemonSets, Jobs and
+CronJobs run as in a cluster.
+
 Step pods' output is kept for the whole session in a folder it prints at start
 (`GOALKEEPER_DEV_LOGS`, default `~/.cache/goalkeeper/dev-logs`, then one folder per session),
 where `goalkeeper logs MONITOR` finds it. The operator starts only once the API server
@@ -27,6 +31,7 @@ from goalkeeper.logs import dev_logs_root
 ROOT = Path(__file__).resolve().parents[2]
 STEP_RBAC = ROOT / "config" / "rbac" / "steps.yaml"
 DEV_KEY_HOLDER = "goalkeeper-model"
+DEV_NODE = "goalkeeper-dev"
 STOP_GRACE_SECONDS = 15
 SERVING_TIMEOUT_SECONDS = 60
 LOCAL_MODEL_HTTP_TIMEOUT_SECONDS = 900
@@ -80,22 +85,13 @@ def run_dev(settings: OperatorSettings, namespace: str = "default", verbose: boo
         finally:
             api.close()
         logs = session_log_dir()
+        # The key leaves this process's environment, which the pod runner hands to every
+        # pod it runs; it goes into a Secret the steps reference, never on a command line.
+        api_key = os.environ.pop("GOALKEEPER_MODEL_API_KEY", None)
         env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
-        api_key = os.environ.get("GOALKEEPER_MODEL_API_KEY")
         if api_key and not settings.modelApiKeySecret:
-            # The key goes into a Secret the steps reference; it is never put in a Job.
-            cluster.kubectl(
-                "create",
-                "secret",
-                "generic",
-                DEV_KEY_HOLDER,
-                "-n",
-                namespace,
-                f"--from-literal={settings.modelApiKeySecretKey}={api_key}",
-                check=True,
-            )
+            hold_model_key(cluster, namespace, settings.modelApiKeySecretKey, api_key)
             env["GOALKEEPER_MODEL_API_KEY_SECRET"] = DEV_KEY_HOLDER
-        env.pop("GOALKEEPER_MODEL_API_KEY", None)
         print(f"export KUBECONFIG={cluster.kubeconfig}", flush=True)
         print(f"export PATH={cluster.kubectl_path.parent}:$PATH", flush=True)
         print(
@@ -106,7 +102,13 @@ def run_dev(settings: OperatorSettings, namespace: str = "default", verbose: boo
         print(f"step logs: {logs} (goalkeeper logs MONITOR prints the latest step's)", flush=True)
         with (
             model_for_steps(settings, env, logs) as step_env,
-            PodRunner(cluster.kubeconfig, label_selector=None, log_dir=logs, extra_env=step_env),
+            PodRunner(
+                cluster.kubeconfig,
+                label_selector=None,
+                node_name=DEV_NODE,
+                log_dir=logs,
+                extra_env=step_env,
+            ),
         ):
             # The operator runs exactly as in production: `goalkeeper run`, its own process.
             command = [sys.executable, "-m", "goalkeeper.cli", "run", *(["-v"] if verbose else [])]
@@ -119,6 +121,16 @@ def run_dev(settings: OperatorSettings, namespace: str = "default", verbose: boo
             finally:
                 _terminate(operator)
     return 0
+
+
+def hold_model_key(cluster: ControlPlane, namespace: str, key: str, value: str) -> None:
+    """The model API key as the Secret `DEV_KEY_HOLDER` in `namespace`."""
+    from kubernetes import client
+
+    with cluster.api_client() as api:
+        meta = client.V1ObjectMeta(name=DEV_KEY_HOLDER)
+        body = client.V1Secret(metadata=meta, string_data={key: value})
+        client.CoreV1Api(api).create_namespaced_secret(namespace, body)
 
 
 @contextlib.contextmanager

@@ -49,12 +49,16 @@ def test_job_completes(api_client: Any, pod_runner: PodRunner, namespace: str) -
     assert wait_for(lambda: job_condition(batch, namespace, "hi"), 90, "job hi") == "Complete"
     (pod,) = job_pods(core, namespace, "hi")
     assert pod.status.phase == "Succeeded"
+    assert pod.spec.node_name == pod_runner.node_name  # bound by the runner, as a scheduler
     state = pod.status.container_statuses[0].state.terminated
     assert state.exit_code == 0 and state.reason == "Completed"
     rec = pod_runner.record(namespace, pod.metadata.name)
     assert rec is not None and rec.stdout is not None
     assert rec.stdout.read_text() == "hi\n"
     assert rec.image == "goalkeeper-step:dev"
+    # As from a kubelet: the API server reads the pod's log from the node (kubectl logs).
+    assert core.read_namespaced_pod_log(pod.metadata.name, namespace) == "hi\n"
+    assert core.read_namespaced_pod_log(pod.metadata.name, namespace, tail_lines=0) == ""
 
 
 def test_job_fails_with_exit_code(api_client: Any, pod_runner: PodRunner, namespace: str) -> None:

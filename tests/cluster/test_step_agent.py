@@ -27,6 +27,7 @@ import yaml
 from goalkeeper.core.models import ActionResult, MonitorStepStatus, Observation
 from goalkeeper.step.confine import landlock_abi
 from goalkeeper.step.fence import CLOSE, OPEN
+from tests.support.cluster_fixtures import wait_for
 from tests.support.model_server import Final, ModelServer, ToolCalls, call
 from tests.support.observations import AUTHORIZED, action, contract, observation_dict
 
@@ -259,6 +260,13 @@ def test_observe_step_reads_through_a_tool_is_refused_a_write_and_writes_its_sta
     from kubernetes.client.exceptions import ApiException
 
     create_deployment(api_client, namespace, replicas=1)
+    apps = client.AppsV1Api(api_client)
+    # Its controller has made the pod, which never runs: its container has no command.
+    wait_for(
+        lambda: apps.read_namespaced_deployment("web", namespace).status.updated_replicas or 0,
+        60,
+        "Deployment web's first replica",
+    )
     account = account_kubeconfig(
         control_plane,
         api_client,
@@ -303,7 +311,7 @@ def test_observe_step_reads_through_a_tool_is_refused_a_write_and_writes_its_sta
     # the Deployment, read with the observer's token, reached the model fenced
     [deployment_text] = ModelServer.tool_results(bodies[1])
     lead, deployment_text = deployment_text.split("\n", 1)
-    assert lead == f"Deployment {namespace}/web: ready 0 of 1 desired, updated 0, available 0"
+    assert lead == f"Deployment {namespace}/web: ready 0 of 1 desired, updated 1, available 0"
     assert deployment_text.startswith("<<<UNTRUSTED_TARGET_DATA id=")
     assert f"Deployment {namespace}/web" in deployment_text
     assert "replicas: 1" in deployment_text

@@ -51,7 +51,10 @@ def model() -> Iterator[ModelServer]:
 def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelServer) -> None:
     # A configured model wins over the local one `make dev` serves without it.
     dev, log_path = start_dev(
-        tmp_path, GOALKEEPER_MODEL=f"openai:{model.model}", GOALKEEPER_MODEL_BASE_URL=model.base_url
+        tmp_path,
+        GOALKEEPER_MODEL=f"openai:{model.model}",
+        GOALKEEPER_MODEL_BASE_URL=model.base_url,
+        GOALKEEPER_MODEL_API_KEY=DEV_KEY,
     )
     try:
         kubectl = wait_until(
@@ -90,6 +93,23 @@ def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelSer
         text = log_path.read_text()
         assert f"model: openai:{model.model} at {model.base_url}" in text
         assert model.requests, "the observe step ran through dev's pod runner"
+        # The key reached the model from the Secret the steps reference, and nothing else:
+        # a workload pod, run with the dev process's environment, does not see it.
+        keys = {r.headers.get("authorization") for r in model.requests}
+        assert keys == {f"Bearer {DEV_KEY}"}, keys
+
+        def run(*args: str, stdin: str | None = None) -> str:
+            done = subprocess.run(
+                [*kubectl, *args], input=stdin, capture_output=True, text=True, timeout=60
+            )
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        run("apply", "-f", "-", stdin=ENV_DUMP)
+        phase = ["get", "pod", "env-dump", "-o", "jsonpath={.status.phase}"]
+        wait_until(lambda: run(*phase) == "Succeeded", 60, "the env-dump pod to finish")
+        # Read as from a kubelet: through the API server, from the node's log endpoint.
+        assert run("logs", "env-dump") == "model key: absent\n"
         # the operator's first requests found the API server ready: no ERROR line
         assert [line for line in text.splitlines() if " ERROR " in line] == [], text
         logs_line = re.search(r"^step logs: (\S+) ", text, re.M)
@@ -115,6 +135,95 @@ def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelSer
     assert code == 0, log_path.read_text()[-5000:]
     # Reaped children can linger in the process table for a moment: wait, with a deadline.
     wait_until(lambda: processes_mentioning(cluster_dir) == [], 30, "every child to be stopped")
+
+
+DEV_KEY = "dev-key-not-secret"
+ENV_DUMP = """
+apiVersion: v1
+kind: Pod
+metadata: {name: env-dump}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: dump
+      image: example.invalid/dump:1
+      command:
+        - python3
+        - -c
+        - "import os; print('model key:', os.environ.get('GOALKEEPER_MODEL_API_KEY', 'absent'))"
+"""
+
+WEB = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+        - name: web
+          image: example.invalid/web:1
+          command: [python3, -c, "import time; time.sleep(100000)"]
+"""
+
+
+def test_dev_runs_a_deployment_and_rolls_it_out(tmp_path: Path, model: ModelServer) -> None:
+    dev, log_path = start_dev(
+        tmp_path,
+        GOALKEEPER_MODEL=f"openai:{model.model}",
+        GOALKEEPER_MODEL_BASE_URL=model.base_url,
+        GOALKEEPER_MODEL_API_KEY=DEV_KEY,
+    )
+    try:
+        kubectl = wait_until(
+            lambda: dev_kubectl(log_path), 180, "the export lines", log_path.read_text
+        )
+
+        def run(*args: str, stdin: str | None = None) -> str:
+            done = subprocess.run(
+                [*kubectl, *args], input=stdin, capture_output=True, text=True, timeout=150
+            )
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        def pods() -> set[str]:
+            """NAME=NODE of each pod of web that is not Terminating."""
+            found = run(
+                "get", "pods", "-l", "app=web", "-o",
+                "jsonpath={range .items[*]}{.metadata.name}={.spec.nodeName}="
+                "{.metadata.deletionTimestamp} {end}",
+            )  # fmt: skip
+            return {p.rstrip("=") for p in found.split() if p.endswith("=")}
+
+        run("apply", "-f", "-", stdin=WEB)
+        run("scale", "deployment/web", "--replicas=2")
+        wait_until(
+            lambda: (
+                run("get", "deployment/web", "-o", "jsonpath={.status.availableReplicas}") == "2"
+            ),
+            120,
+            "2 available replicas",
+            log_path.read_text,
+        )
+        before = pods()
+        assert len(before) == 2 and all(p.endswith("=goalkeeper-dev") for p in before), before
+        run("rollout", "restart", "deployment/web")
+        run("rollout", "status", "deployment/web", "--timeout=120s")
+
+        def replaced() -> set[str] | None:
+            found = pods()
+            return found if len(found) == 2 and not found & before else None
+
+        after = wait_until(replaced, 60, "the old pods to be replaced", log_path.read_text)
+        assert all(p.endswith("=goalkeeper-dev") for p in after), after
+    finally:
+        dev.send_signal(signal.SIGINT)
+        code = dev.wait(60)
+    assert code == 0, log_path.read_text()[-5000:]
 
 
 def test_dev_without_a_model_serves_the_local_one_and_says_what_is_missing(

@@ -1,8 +1,9 @@
 """A local Kubernetes control plane for development and CI.
 
-`ControlPlane` runs etcd, kube-apiserver and kube-controller-manager (built from Go
-modules by `scripts/build-k8s.sh`) as child processes on loopback; `PodRunner` plays a
-small kubelet that runs pods' first container as a local process.
+`ControlPlane` runs etcd, kube-apiserver and kube-controller-manager with its default
+controllers (built from Go modules by `scripts/build-k8s.sh`) as child processes on
+loopback; `PodRunner` plays a small kubelet and scheduler: it registers a Node, binds pods
+to it and runs their first container as a local process.
 
 The names load on first use, so the command line can offer `goalkeeper cluster` in an
 image that ships without the development dependencies (the local PKI's `cryptography`).

@@ -1,5 +1,8 @@
 """etcd + kube-apiserver + kube-controller-manager on loopback, as child processes.
 
+The controller manager runs its default controllers; there is no scheduler or kubelet:
+`PodRunner` registers a Node, binds pods to it and runs them.
+
     with ControlPlane() as cp:
         api = cp.api_client()
         ...
@@ -36,13 +39,12 @@ import yaml
 from goalkeeper.devcluster import binaries, procs
 from goalkeeper.devcluster.pki import Pki, write_pki
 
+# Every default controller; csrsigning (no signing CA key) and nodeipam (no pod CIDRs) idle.
 CONTROLLERS = (
-    "job-controller",
-    "garbage-collector-controller",
-    "namespace-controller",
-    "serviceaccount-controller",
-    # Type-checks admission policies into their status, so a broken expression shows.
-    "validatingadmissionpolicy-status-controller",
+    "*",
+    # Pods' IP is 127.0.0.1, which Endpoints and EndpointSlices refuse: they would fail forever.
+    "-endpoints-controller",
+    "-endpointslice-controller",
 )
 
 # Who did what and when, without bodies; RequestReceived is left out because
@@ -377,6 +379,7 @@ class ControlPlane:
         self.kubeconfig.chmod(0o600)
 
     def _start_controller_manager(self) -> None:
+        assert self.pki is not None
         self._spawn(
             "kube-controller-manager",
             [
@@ -386,6 +389,10 @@ class ControlPlane:
                 "--secure-port=0",
                 f"--controllers={','.join(CONTROLLERS)}",
                 "--use-service-account-credentials=false",
+                # The root-ca-cert-publisher puts it in each namespace's kube-root-ca.crt.
+                f"--root-ca-file={self.pki.ca_cert}",
+                # The token controller fills legacy ServiceAccount token Secrets with it.
+                f"--service-account-private-key-file={self.pki.sa_key}",
                 "--concurrent-job-syncs=5",
                 "--v=1",
             ],
