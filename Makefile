@@ -1,5 +1,5 @@
 # goalkeeper: `make dev` runs everything locally, `make test` runs every test.
-.PHONY: install k8s helm image crds lint test test-unit bench dev clean
+.PHONY: install k8s helm image crds lint test test-unit bench trials dev clean
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -48,6 +48,12 @@ test-unit: install
 # BENCH_FLAGS=--quick for small sizes, --large for 10,000 and 50,000 idle monitors.
 bench: install k8s
 	$(BIN)/python -m bench $(BENCH_FLAGS)
+
+# Goal trials: does a Monitor finish the goals people hand it, with the configured model
+# (the embedded local one when GOALKEEPER_MODEL is unset)? TRIALS_FLAGS: scenario names,
+# --parallel N, --json PATH (bench/README.md).
+trials: install k8s
+	$(BIN)/python -m bench.goals $(TRIALS_FLAGS)
 
 dev: install k8s
 	$(BIN)/goalkeeper dev
