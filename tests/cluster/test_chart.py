@@ -1,11 +1,13 @@
 """The Helm chart against the real local control plane: lint, schema errors, rules in step
 with config/, server-side dry-run, then install, run the operator's pod, finish one
-acceptance case through it, upgrade, and uninstall without orphans.
+acceptance case through it, upgrade (a rollout to a new pod), and uninstall without orphans.
 
-The local control plane runs no Deployment or ReplicaSet controller, so the test creates the
-operator's pod from the installed Deployment's template (owned by the Deployment, as a
-ReplicaSet's pod would be in effect) and the session pod runner runs it as a process with
-the chart's ServiceAccount token and environment.
+The control plane's kube-controller-manager runs the default controllers, so the chart's
+Deployment makes a ReplicaSet and that its pod, as on any cluster; the session pod runner
+binds the pod and runs the container's `command` + `args` (`goalkeeper run --verbose`, the
+image's entrypoint spelled out by the chart) as a local process with the venv's python
+environment, the chart's ServiceAccount token and its environment. The test creates no pod
+of its own: it waits for the release's pod to run and lead.
 """
 
 from __future__ import annotations
@@ -373,14 +375,38 @@ def done_or_wait(facts: Facts, _: int) -> dict[str, Any]:
 
 
 def leftovers(control_plane: Any, release: str) -> list[str]:
-    kinds = (
-        "deployments,pods,services,serviceaccounts,roles,rolebindings,clusterroles,"
-        "clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings"
-    )
+    namespaced = "deployments,replicasets,pods,services,serviceaccounts,roles,rolebindings"
+    kinds = f"{namespaced},{CLUSTER_KINDS}"
     done = control_plane.kubectl(
         "get", kinds, "-A", "-l", f"{INSTANCE}={release}", "-o", "name", check=True
     )
     return done.stdout.split()
+
+
+# What a release puts outside its namespaces: left behind, it would act on other tests
+# (the approver and monitor-author policies stamp every Monitor of the cluster).
+CLUSTER_KINDS = (
+    "clusterroles,clusterrolebindings,validatingadmissionpolicies,"
+    "validatingadmissionpolicybindings,mutatingadmissionpolicies,mutatingadmissionpolicybindings"
+)
+
+
+@pytest.fixture
+def release(helm: Helm, control_plane: Any, release_ns: str) -> Iterator[str]:
+    """A release name; whatever the test did, the release is uninstalled afterwards and
+    its cluster-wide objects deleted (before its namespaces go)."""
+    name = f"gk-{uuid.uuid4().hex[:6]}"
+    try:
+        yield name
+    finally:
+        try:
+            helm("uninstall", name, "-n", release_ns, "--ignore-not-found", "--wait",
+                 "--timeout", "120s", check=False)  # fmt: skip
+        finally:
+            control_plane.kubectl(
+                "delete", CLUSTER_KINDS, "-l", f"{INSTANCE}={name}", "--ignore-not-found",
+                timeout=120,
+            )  # fmt: skip
 
 
 def test_install_run_upgrade_uninstall(
@@ -390,8 +416,8 @@ def test_install_run_upgrade_uninstall(
     pod_runner: Any,
     namespace: str,
     release_ns: str,
+    release: str,
 ) -> None:
-    release = f"gk-{uuid.uuid4().hex[:6]}"
     fullname = f"{release}-goalkeeper"
     control_plane.kubectl(
         "create", "secret", "generic", "model-api", "-n", namespace,
@@ -399,6 +425,7 @@ def test_install_run_upgrade_uninstall(
     )  # fmt: skip
     apps, core = client.AppsV1Api(api_client), client.CoreV1Api(api_client)
     rbac = client.RbacAuthorizationV1Api(api_client)
+    coordination = client.CoordinationV1Api(api_client)
     with ModelServer() as model:
         # The pod runs as a local process: its ports are this machine's.
         health_port, metrics_port = free_port(), free_port()
@@ -451,14 +478,15 @@ def test_install_run_upgrade_uninstall(
         ]
         rbac.read_cluster_role(f"{fullname}-approver")
 
-        pod = run_operator_pod(core, deployment, release_ns)
         try:
-            wait_for(
-                lambda: core.read_namespaced_pod(pod, release_ns).status.phase == "Running",
+            # The Deployment's ReplicaSet makes the pod (in a namespace enforcing Pod
+            # Security `restricted`: admission checks the chart); the pod runner runs it.
+            pod = wait_for(
+                lambda: rolled_out(apps, core, deployment.metadata.name, release_ns),
                 120,
                 "the operator pod to run",
             )
-            coordination = client.CoordinationV1Api(api_client)
+            assert_runs_the_chart_pod(core, pod_runner, deployment, release_ns, pod)
             wait_for(
                 lambda: holder(coordination, fullname, release_ns) == pod, 60, "the pod to lead"
             )
@@ -469,23 +497,87 @@ def test_install_run_upgrade_uninstall(
             scraped = http_get(f"http://127.0.0.1:{metrics_port}/metrics")
             assert scraped is not None and "goalkeeper_leader 1.0" in scraped
             finish_one_monitor(api_client, namespace, model)
-        except BaseException:
-            record = pod_runner.record(release_ns, pod)
-            if record is not None and record.stderr is not None:
-                print("---- operator log ----\n" + record.stderr.read_text()[-20000:])
-            raise
 
-        helm("upgrade", release, str(CHART), "-n", release_ns, "--reuse-values",
-             "--set", "steps.history=7")  # fmt: skip
-        upgraded = apps.read_namespaced_deployment(fullname, release_ns)
-        env = {e.name: e.value for e in upgraded.spec.template.spec.containers[0].env}
-        assert env["GOALKEEPER_STEP_HISTORY"] == "7"
-        assert env["GOALKEEPER_MODEL_BASE_URL"] == model.base_url
+            helm("upgrade", release, str(CHART), "-n", release_ns, "--reuse-values",
+                 "--set", "steps.history=7")  # fmt: skip
+            upgraded = apps.read_namespaced_deployment(fullname, release_ns)
+            env = {e.name: e.value for e in upgraded.spec.template.spec.containers[0].env}
+            assert env["GOALKEEPER_STEP_HISTORY"] == "7"
+            assert env["GOALKEEPER_MODEL_BASE_URL"] == model.base_url
+            # The new template rolls out: a new pod replaces the old one and takes the lease
+            # the old one hands over on exit.
+            new_pod = wait_for(
+                lambda: rolled_out(apps, core, fullname, release_ns, not_named=pod),
+                120,
+                "the upgraded operator pod to replace the old one",
+            )
+            assert_runs_the_chart_pod(core, pod_runner, upgraded, release_ns, new_pod)
+            wait_for(
+                lambda: holder(coordination, fullname, release_ns) == new_pod,
+                60,
+                "the upgraded pod to lead",
+            )
+        except BaseException:
+            print_operator_logs(pod_runner, release_ns)
+            raise
 
         helm("uninstall", release, "-n", release_ns, "--wait", "--timeout", "120s")
         wait_for(lambda: not leftovers(control_plane, release), 120, "no objects of the release")
         # Helm keeps CRDs on uninstall by design.
         control_plane.kubectl("get", "crd", "monitors.goalkeeper.dev", check=True)
+
+
+def rolled_out(
+    apps: Any, core: Any, name: str, namespace: str, not_named: str | None = None
+) -> str | None:
+    """The name of the Deployment's only pod once the rollout is complete and the pod's
+    container runs (not the pod `not_named`); None until then."""
+    deployment = apps.read_namespaced_deployment(name, namespace)
+    status = deployment.status
+    if (status.observed_generation or 0) < deployment.metadata.generation:
+        return None
+    if not (status.replicas == status.updated_replicas == status.available_replicas == 1):
+        return None
+    selector = ",".join(f"{k}={v}" for k, v in deployment.spec.selector.match_labels.items())
+    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+    if len(pods) != 1:  # the old pod is still Terminating
+        return None
+    (pod,) = pods
+    if pod.metadata.name == not_named or pod.status.phase != "Running":
+        return None
+    if not any(c.state and c.state.running for c in pod.status.container_statuses or []):
+        return None
+    return str(pod.metadata.name)
+
+
+def assert_runs_the_chart_pod(
+    core: Any, pod_runner: Any, deployment: Any, namespace: str, name: str
+) -> None:
+    """The pod is the Deployment's (through its ReplicaSet), and the session pod runner
+    runs its container's command: the chart's `goalkeeper run --verbose`, from the venv."""
+    pod = core.read_namespaced_pod(name, namespace)
+    assert pod.metadata.labels[INSTANCE] == deployment.metadata.labels[INSTANCE]
+    (owner,) = pod.metadata.owner_references
+    assert owner.kind == "ReplicaSet" and owner.controller
+    replica_set = client.AppsV1Api(core.api_client).read_namespaced_replica_set(
+        owner.name, namespace
+    )
+    (top,) = replica_set.metadata.owner_references
+    assert (top.kind, top.uid) == ("Deployment", deployment.metadata.uid)
+    container = deployment.spec.template.spec.containers[0]
+    assert (container.command, container.args) == (["goalkeeper"], ["run", "--verbose"])
+    record = pod_runner.record(namespace, name)
+    assert record is not None, f"the pod runner did not run {namespace}/{name}"
+    assert record.argv == ["goalkeeper", "run", "--verbose"]
+    assert record.uid == pod.metadata.uid
+
+
+def print_operator_logs(pod_runner: Any, namespace: str) -> None:
+    """Every operator process's stderr in the release's namespace, for a failed test."""
+    for record in list(pod_runner.records.values()):
+        if record.namespace == namespace and record.stderr and record.stderr.exists():
+            text = record.stderr.read_text()[-20000:]
+            print(f"---- operator log {record.name} ----\n{text}")
 
 
 def free_port() -> int:
@@ -510,28 +602,6 @@ def holder(coordination: Any, name: str, namespace: str) -> str | None:
         if error.status == 404:
             return None
         raise
-
-
-def run_operator_pod(core: Any, deployment: Any, namespace: str) -> str:
-    """The pod a ReplicaSet would create from the Deployment's template."""
-    template = client.ApiClient().sanitize_for_serialization(deployment.spec.template)
-    body = {
-        "metadata": {
-            **template["metadata"],
-            "generateName": f"{deployment.metadata.name}-",
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "Deployment",
-                    "name": deployment.metadata.name,
-                    "uid": deployment.metadata.uid,
-                }
-            ],
-        },
-        "spec": template["spec"],
-    }
-    # Created in a namespace enforcing Pod Security `restricted`: admission checks the chart.
-    return str(core.create_namespaced_pod(namespace, body).metadata.name)
 
 
 def finish_one_monitor(api_client: Any, namespace: str, model: ModelServer) -> None:
