@@ -13,11 +13,12 @@ requests however long the task is.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from goalkeeper.core.facts import action_names, names_in
 from goalkeeper.core.models import FACTS_MAX, FactKind, JobEnd, NamedIn, ObjectFacts
 from goalkeeper.step.render import state_line
+from goalkeeper.step.tools import Kube
 
 API_VERSIONS: dict[str, str] = {
     FactKind.Job: "batch/v1",
@@ -31,19 +32,6 @@ API_VERSIONS: dict[str, str] = {
 CONFIG_MAPS_SHOWN = 3
 # A namespace with more objects of one kind than this is read in part.
 LIST_LIMIT = 500
-
-
-class Lister(Protocol):
-    def list(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int | None = None,
-    ) -> Any: ...
 
 
 def named(
@@ -61,7 +49,7 @@ def named(
 
 
 def read(
-    kube: Lister | None,
+    kube: Kube | None,
     namespace: str,
     *,
     task: str,
