@@ -101,11 +101,21 @@ def test_running_work_is_refused_while_every_named_job_is_suspended_and_empty() 
 
 
 @pytest.mark.parametrize(
-    "fact", [job("build", NamedIn.action, active=1), job("build", NamedIn.action, ended="Complete")]
+    "fact", [job("build", NamedIn.action, active=1), job("build", NamedIn.action, ended="Failed")]
 )
 def test_resuming_a_job_that_runs_or_ended_is_refused(fact: ObjectFacts) -> None:
     refused = contradiction(seen("act"), [fact])
     assert refused is not None and "'advance'" in refused
+
+
+@pytest.mark.parametrize("kind", ["recover", "repair"])
+def test_any_action_on_a_job_that_succeeded_is_refused(kind: str) -> None:
+    done = job("build", NamedIn.action, succeeded=1, ended="Complete")
+    refused = contradiction(seen("act", action=action(kind=kind)), [done])
+    assert refused is not None and "has succeeded changes nothing" in refused
+    # A failed Job may well be recovered.
+    failed = job("build", NamedIn.action, failed=1, ended="Failed")
+    assert contradiction(seen("act", action=action(kind=kind)), [failed]) is None
 
 
 def test_resuming_a_suspended_job_is_taken() -> None:

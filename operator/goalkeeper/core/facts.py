@@ -8,7 +8,8 @@ the claim cannot be true in, so a correct observation is never refused for a gue
 - goal `complete` while such a Job has not ended, or such a workload's rollout is short;
 - work `idle` while such a Job runs; work `running` while every such object is a Job that
   is suspended with nothing active;
-- an `advance` action (start, resume) on a Job of its mutation set that runs or has ended.
+- an action on a Job of its mutation set that has succeeded, and an `advance` (start,
+  resume) on one that runs or has ended.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from goalkeeper.core.models import (
     ActionKind,
     FactKind,
     GoalState,
+    JobEnd,
     NamedIn,
     ObjectFacts,
     Observation,
@@ -110,13 +112,16 @@ def contradiction(observation: Observation, facts: Sequence[ObjectFacts]) -> str
     if observation.work is WorkState.running and held:
         return f"work 'running' contradicts what the step read: {describe(jobs[0])}."
     action = observation.action
-    if action is not None and action.kind is ActionKind.advance:
-        for fact in facts:
-            if NamedIn.action not in fact.namedIn or fact.kind is not FactKind.Job:
-                continue
-            if job_runs(fact) or fact.ended is not None:
-                return (
-                    "an 'advance' action (start or resume) contradicts what the step read: "
-                    f"{describe(fact)}."
-                )
+    if action is None:
+        return None
+    for fact in facts:
+        if NamedIn.action not in fact.namedIn or fact.kind is not FactKind.Job:
+            continue
+        if fact.ended is JobEnd.Complete:
+            return f"an action on a Job that has succeeded changes nothing: {describe(fact)}."
+        if action.kind is ActionKind.advance and (job_runs(fact) or fact.ended is not None):
+            return (
+                "an 'advance' action (start or resume) contradicts what the step read: "
+                f"{describe(fact)}."
+            )
     return None

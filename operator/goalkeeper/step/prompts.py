@@ -111,8 +111,12 @@ HorizontalPodAutoscaler api.", "authorizedActionId": "raise-api-max", "authority
 task allows raising maxReplicas by 2 up to 12.", "mutationSet": \
 ["horizontalpodautoscalers/api"], "verification": "api shows spec.maxReplicas 10.", \
 "failureId": "hpa-capped:api:8", "targetStateId": "hpa/api:max-8"}}}
-Later checks: still capped at 10, the same action to 12; below its maximum, route stop with
-goal complete, work complete and stopReason goalComplete; capped at 12, route stop with
+3. A later check, when what the stop rule names holds: stop, and act no more:
+{"name": "final_result", "arguments": {"observation": "HPA shop/api: current 9, desired 9, \
+maxReplicas 10.", "work": "complete", "goal": "complete", "route": "stop", "stopReason": \
+"goalComplete", "reason": "api runs below its maximum, as the stop rule asks.", "report": \
+"api scales freely again at 9 of 10."}}
+Other later checks: capped at 10, the same action to 12; capped at 12, route stop with
 stopReason outsideAuthority. Work that moves by itself takes route wait, with work running
 and the moving object in watch."""
 
