@@ -546,8 +546,9 @@ def test_logs_are_kept_by_pod_name_and_goalkeeper_logs_prints_the_latest_step(
     out, err = io.StringIO(), io.StringIO()
     root = pod_runner.log_dir.parent
     assert show_logs("nightly", namespace, api_client=api_client, root=root, out=out, err=err) == 0
-    assert out.getvalue() == '{"event":"step_end","seq":2}\n--- stderr\nsaid 2\n'
-    assert "step nightly-2-observe (observe, seq 2), pod nightly-2-observe-pod: from " in (
+    # The node serves the pod's output, stdout then stderr, through the API server.
+    assert out.getvalue() == '{"event":"step_end","seq":2}\nsaid 2\n'
+    assert "step nightly-2-observe (observe, seq 2), pod nightly-2-observe-pod: from the API " in (
         err.getvalue()
     )
 

@@ -8,8 +8,8 @@ the claim cannot be true in, so a correct observation is never refused for a gue
 - goal `complete` while such a Job has not ended, or such a workload's rollout is short;
 - work `idle` while such a Job runs; work `running` while every such object is a Job that
   is suspended with nothing active;
-- an action on a Job of its mutation set that has succeeded, and an `advance` (start,
-  resume) on one that runs or has ended.
+- an action but a repair on a Job of its mutation set that has succeeded, and an `advance`
+  (start, resume) on one that runs or has ended.
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ def contradiction(observation: Observation, facts: Sequence[ObjectFacts]) -> str
     for fact in facts:
         if NamedIn.action not in fact.namedIn or fact.kind is not FactKind.Job:
             continue
-        if fact.ended is JobEnd.Complete:
+        # A repair goes through the repair workflow, which may fix more than the Job.
+        if fact.ended is JobEnd.Complete and action.kind is not ActionKind.repair:
             return f"an action on a Job that has succeeded changes nothing: {describe(fact)}."
         if action.kind is ActionKind.advance and (job_runs(fact) or fact.ended is not None):
             return (
