@@ -48,14 +48,19 @@ def model() -> Iterator[ModelServer]:
         yield server
 
 
-def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelServer) -> None:
-    # A configured model wins over the local one `make dev` serves without it.
-    dev, log_path = start_dev(
+def start_dev_with(model: ModelServer, tmp_path: Path) -> tuple[Any, Path]:
+    """`goalkeeper dev` with the scripted model configured, which wins over the local one,
+    and a model key to keep out of every pod."""
+    return start_dev(
         tmp_path,
         GOALKEEPER_MODEL=f"openai:{model.model}",
         GOALKEEPER_MODEL_BASE_URL=model.base_url,
         GOALKEEPER_MODEL_API_KEY=DEV_KEY,
     )
+
+
+def test_dev_runs_everything_and_ctrl_c_stops_it(tmp_path: Path, model: ModelServer) -> None:
+    dev, log_path = start_dev_with(model, tmp_path)
     try:
         kubectl = wait_until(
             lambda: dev_kubectl(log_path), 180, "the export lines", log_path.read_text
@@ -172,12 +177,7 @@ spec:
 
 
 def test_dev_runs_a_deployment_and_rolls_it_out(tmp_path: Path, model: ModelServer) -> None:
-    dev, log_path = start_dev(
-        tmp_path,
-        GOALKEEPER_MODEL=f"openai:{model.model}",
-        GOALKEEPER_MODEL_BASE_URL=model.base_url,
-        GOALKEEPER_MODEL_API_KEY=DEV_KEY,
-    )
+    dev, log_path = start_dev_with(model, tmp_path)
     try:
         kubectl = wait_until(
             lambda: dev_kubectl(log_path), 180, "the export lines", log_path.read_text
