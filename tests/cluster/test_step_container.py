@@ -336,7 +336,7 @@ def step_namespace(
     image: str, control_plane: Any, api_client: Any, namespace: str
 ) -> tuple[str, str]:
     """The test namespace with the step identities (config/rbac/steps.yaml), the model key's
-    Secret and the cluster CA's ConfigMap; the key's value comes with it."""
+    Secret, once the cluster CA's ConfigMap is there; the key's value comes with it."""
     from kubernetes import client
 
     # The step-results policy is what binds a status write to the step's pod.
@@ -351,14 +351,21 @@ def step_namespace(
     core.create_namespaced_secret(
         namespace, {"metadata": {"name": KEY_SECRET}, "stringData": {"api-key": key}}
     )
-    core.create_namespaced_config_map(
-        namespace,
-        {
-            "metadata": {"name": "kube-root-ca.crt"},
-            "data": {"ca.crt": Path(control_plane.ca_file).read_text()},
-        },
+    # The controller manager's root-ca-cert-publisher writes it into every namespace.
+    ca = wait_for(
+        lambda: _root_ca(core, namespace), 60, f"kube-root-ca.crt in namespace {namespace}"
     )
+    assert ca == Path(control_plane.ca_file).read_text()
     return namespace, key
+
+
+def _root_ca(core: Any, namespace: str) -> str | None:
+    from kubernetes.client.exceptions import NotFoundException
+
+    try:
+        return core.read_namespaced_config_map("kube-root-ca.crt", namespace).data["ca.crt"]
+    except NotFoundException:
+        return None
 
 
 def settings_for(image: str, server: ModelServer) -> OperatorSettings:

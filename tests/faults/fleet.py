@@ -332,7 +332,10 @@ def judge(
             verdict.stuck.append(f"{name}: {summary(status)}")
 
         reports = Counter()
+        rejected = set()  # step seqs whose answer the engine refused (the facts contradict it)
         for event in events:
+            if event.involved_object.uid == uid and event.reason == "ObservationRejected":
+                rejected.add(event.metadata.name.rsplit(".", 1)[-1])
             if event.involved_object.uid != uid or event.reason != "Report":
                 continue
             what = event.metadata.name.rsplit(".", 1)[-1]
@@ -378,6 +381,7 @@ def judge(
             if s["spec"]["kind"] == "observe"
             and (s.get("status") or {}).get("phase") == "Succeeded"
             and s["metadata"]["name"] not in faulted_steps
+            and f"step-{s['spec']['seq']}-rejected" not in rejected
         )
         for check, count in sorted(accepted.items()):
             if count > 1:

@@ -245,6 +245,23 @@ def test_acts_that_leave_what_the_checks_see_unchanged_are_braked_whatever_their
     assert stop.message.count("check ") == 3, "the report lists the acts"
 
 
+def test_act_steps_that_fail_to_run_never_brake_the_run() -> None:
+    # An act step killed or deleted before it answers is an infrastructure failure: the
+    # run verifies by observing and asks again, however often that happens.
+    loop = Loop()
+    loop.send(Started(generation=1))
+    for n in range(BRAKE_ACTS + 2):
+        decided = check(loop, observation("act", action=action(targetStateId=f"build-{n}")))
+        assert [e.kind for e in decided if isinstance(e, LaunchStep)] == [StepKind.act]
+        loop.send(StepFailed(loop.seq, "Job fleet-act was deleted"))
+    assert loop.status.monitor is MonitorState.active
+    assert loop.status.health.brakeActs == []
+    # An act that runs and changes nothing still counts.
+    check(loop, observation("act", action=action()))
+    loop.send(StepFinished(loop.seq, result()))
+    assert len(loop.status.health.brakeActs) == 1
+
+
 def test_an_act_that_changes_what_the_checks_see_releases_the_brake() -> None:
     loop = Loop()
     loop.send(Started(generation=1))

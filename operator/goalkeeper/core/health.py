@@ -140,6 +140,13 @@ def acted(health: HealthState, action: ActionRequest, check: int, namespace: str
     return health.model_copy(update={"brakeActs": [*health.brakeActs, act][-BRAKE_ACTS_MAX:]})
 
 
+def act_failed_to_run(health: HealthState, check: int) -> HealthState:
+    """The brake's row without the act of `check` whose step failed to run: an act that never
+    ran is an infrastructure failure, not one that changed nothing."""
+    kept = [a for a in health.brakeActs if a.check != check]
+    return health.model_copy(update={"brakeActs": kept})
+
+
 def repeats(health: HealthState, target: str) -> list[BrakeAct]:
     """The acts of the row on the same objects as `target`."""
     return [a for a in health.brakeActs if a.target == target]

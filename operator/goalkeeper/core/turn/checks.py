@@ -302,6 +302,7 @@ class Turn(Asking):
             )
             return
         # The action's effect is unknown: record it as failed and verify by observing.
+        st.health = health.act_failed_to_run(st.health, step.check)
         self.close_action(step, Outcome.failed, f"The step failed to run: {message}", None)
         self.launch_observe()
 
