@@ -9,7 +9,13 @@ import pytest
 from tests.support.observations import action, observation_dict
 
 from goalkeeper.core.engine import ObservationAccepted, ObservationRejected
-from goalkeeper.core.facts import action_names, contradiction, goal_objects, names_in
+from goalkeeper.core.facts import (
+    action_names,
+    contradiction,
+    goal_objects,
+    names_in,
+    stop_rule_replicas,
+)
 from goalkeeper.core.models import FactKind, NamedIn, ObjectFacts, Observation, StepKind
 from goalkeeper.core.steps import step_event
 
@@ -138,4 +144,42 @@ def test_a_contradicted_observation_is_an_invalid_answer_naming_the_fact() -> No
     assert isinstance(event, ObservationRejected)
     assert "Contradicted by the facts" in event.error and "Job build is suspended" in event.error
     status["facts"] = [job(succeeded=1, ended="Complete").model_dump(mode="json")]
+    assert isinstance(step_event(StepKind.observe, 4, status), ObservationAccepted)
+
+
+def test_the_stop_rules_own_replica_count_holds_back_a_goal_complete() -> None:
+    # Scaled to zero, its rollout is trivially whole; the stop rule asked for 2.
+    idle = deployment(
+        "checkout-api", replicas=0, readyReplicas=0, availableReplicas=0, updatedReplicas=0
+    )
+    rule = "Stop when checkout-api has 2 available replicas."
+    refused = contradiction(seen("stop", **DONE), [idle], rule)
+    assert refused is not None and "checkout-api has 0 available" in refused
+    scaled = deployment("checkout-api", replicas=2, availableReplicas=2, readyReplicas=2)
+    assert contradiction(seen("stop", **DONE), [scaled], rule) is None
+    # A rule that names no count, or several, or another object's, holds nothing back.
+    for other in (
+        "Stop when checkout-api is scaled back up.",
+        "Stop when checkout-api has 2 available replicas, or 3 ready pods.",
+        "Stop when checkout-api-v2 has 2 available replicas.",
+    ):
+        assert contradiction(seen("stop", **DONE), [idle], other) is None, other
+
+
+def test_stop_rule_replicas_reads_one_count_per_named_object() -> None:
+    assert stop_rule_replicas("Stop when db has 3 ready pods. Then web 1 replica.", "db") == 3
+    assert stop_rule_replicas("Stop when web.v2 runs 4 replicas", "web.v2") == 4
+    assert stop_rule_replicas("Stop when web-2 runs 4 replicas", "web") is None
+
+
+def test_the_step_in_flight_is_held_against_the_monitors_stop_rule() -> None:
+    idle = deployment("checkout-api", replicas=0, readyReplicas=0, availableReplicas=0)
+    status = {
+        "phase": "Succeeded",
+        "result": observation_dict("stop", **DONE),
+        "facts": [idle.model_dump(mode="json")],
+    }
+    rule = "Stop when checkout-api has 2 available replicas."
+    event = step_event(StepKind.observe, 4, status, stop_when=rule)
+    assert isinstance(event, ObservationRejected) and "checkout-api" in event.error
     assert isinstance(step_event(StepKind.observe, 4, status), ObservationAccepted)

@@ -15,6 +15,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -381,7 +382,11 @@ class Reconciler:
         except ForeignObject as foreign:
             halted = halt(status, str(foreign), now)
             return await self._carry_out(monitor, spec, halted), None, status
-        facts = await self._step_facts(monitor, status, fresh) if status.step is not None else None
+        facts = (
+            replace(await self._step_facts(monitor, status, fresh), stop_when=spec.stopWhen)
+            if status.step is not None
+            else None
+        )
         meta = monitor["metadata"]
         controls = controls_of(meta.get("annotations"))
         event = next_event(status, meta.get("generation"), facts, now, controls)

@@ -5,7 +5,9 @@ after the model answered. The objects the goal is about are those the stop rule 
 when it names none, those the task names. Only plain contradictions count, each one a state
 the claim cannot be true in, so a correct observation is never refused for a guess:
 
-- goal `complete` while such a Job has not ended, or such a workload's rollout is short;
+- goal `complete` while such a Job has not ended, or such a workload's rollout is short,
+  or it has fewer available (and ready) replicas than the stop rule's own number for it
+  ("checkout-api has 2 available replicas");
 - work `idle` while such a Job runs; work `running` while every such object is a Job that
   is suspended with nothing active;
 - an action but a repair on a Job of its mutation set that has succeeded, and an `advance`
@@ -94,14 +96,42 @@ def _rollout_short(fact: ObjectFacts) -> bool:
     return any((n or 0) < want for n in (fact.availableReplicas, fact.updatedReplicas))
 
 
-def contradiction(observation: Observation, facts: Sequence[ObjectFacts]) -> str | None:
-    """The first claim of `observation` that `facts` contradict, as a sentence; else None."""
+# "2 available replicas", "3 ready pods": a count the stop rule names.
+_COUNT = re.compile(r"\b(\d+)\s+(?:available\s+|ready\s+|running\s+)?(?:replicas?|pods?)\b")
+
+
+def stop_rule_replicas(stop_when: str, name: str) -> int | None:
+    """The one replica count the stop rule's sentences that name `name` ask for; None when
+    they name none, or more than one."""
+    own = re.compile(rf"(?<![-a-z0-9.]){re.escape(name)}(?![-a-z0-9])")
+    counts: set[int] = set()
+    for sentence in re.split(r"[.;](?:\s|$)", stop_when):
+        if own.search(sentence):
+            counts.update(int(n) for n in _COUNT.findall(sentence))
+    return counts.pop() if len(counts) == 1 else None
+
+
+def _short_of_stop_rule(fact: ObjectFacts, stop_when: str) -> bool:
+    wanted = stop_rule_replicas(stop_when, fact.name)
+    if wanted is None:
+        return False
+    return max(fact.availableReplicas or 0, fact.readyReplicas or 0) < wanted
+
+
+def contradiction(
+    observation: Observation, facts: Sequence[ObjectFacts], stop_when: str = ""
+) -> str | None:
+    """The first claim of `observation` that `facts` contradict, as a sentence; else None.
+    `stop_when` is the Monitor's stop rule: a replica count it names for a workload counts."""
     goal = goal_objects(facts)
     jobs = [f for f in goal if f.kind is FactKind.Job]
     if observation.goal is GoalState.complete:
         for fact in goal:
             unfinished = fact.kind is FactKind.Job and fact.ended is None
-            if unfinished or (fact.kind in _WORKLOADS and _rollout_short(fact)):
+            short = fact.kind in _WORKLOADS and (
+                _rollout_short(fact) or _short_of_stop_rule(fact, stop_when)
+            )
+            if unfinished or short:
                 return f"goal 'complete' contradicts what the step read: {describe(fact)}."
     if observation.work is WorkState.idle:
         for job in jobs:

@@ -59,6 +59,8 @@ class StepFacts:
     forged: str | None = None
     # Why the step's Job ended (failed, deleted) without a result.
     job_ended: str | None = None
+    # The Monitor's stop rule, which an observation's facts are held against.
+    stop_when: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -94,7 +96,13 @@ def next_event(
         if step.foreign is not None:
             return StepFailed(in_flight.seq, step.foreign, permanent=True)
         if step.terminal:
-            return step_event(in_flight.kind, in_flight.seq, step.status, forged=step.forged)
+            return step_event(
+                in_flight.kind,
+                in_flight.seq,
+                step.status,
+                forged=step.forged,
+                stop_when=step.stop_when,
+            )
         if step.job_ended is not None:
             return StepFailed(in_flight.seq, step.job_ended)
         return None
@@ -134,6 +142,7 @@ def step_event(
     raw_status: Mapping[str, Any] | None,
     *,
     forged: str | None = None,
+    stop_when: str = "",
 ) -> Event | None:
     """The event a MonitorStep's status stands for, or None while the step has not ended.
 
@@ -173,7 +182,7 @@ def step_event(
         except ValidationError as error:
             message = f"Invalid observation: {describe_errors(error)}"
             return ObservationRejected(seq, message, usage=usage)
-        refuted = contradiction(observation, status.facts)
+        refuted = contradiction(observation, status.facts, stop_when)
         if refuted is not None:
             return ObservationRejected(seq, f"Contradicted by the facts: {refuted}", usage=usage)
         return ObservationAccepted(seq, observation, usage=usage)

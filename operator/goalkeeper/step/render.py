@@ -5,6 +5,7 @@ Pure, no I/O. The input is already redacted; nothing here reads or changes secre
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -177,6 +178,52 @@ def describe(obj: Any) -> str:
     if state:
         header.append(f"state: {state}")
     return "\n".join(header) + "\n---\n" + to_yaml(obj)
+
+
+def patched_view(obj: Any, patch: Any) -> str:
+    """The patched object as the API server returned it, cut to what the patch touched: its
+    header, then each patched field's value now (the whole object when a path is unclear)."""
+    if not isinstance(obj, dict):
+        return str(obj)
+    paths = _patch_paths(patch)
+    if not paths or not all(paths):
+        return describe(obj)
+    meta = obj.get("metadata") or {}
+    lines = [f"{obj.get('kind', '?')} {meta.get('namespace', '-')}/{meta.get('name', '?')}"]
+    for path in paths:
+        value: Any = obj
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        shown = to_yaml(value).strip() if isinstance(value, (dict, list)) else json.dumps(value)
+        lines.append(f"{'.'.join(path)}: {shown}" if "\n" not in shown else f"{'.'.join(path)}:")
+        if "\n" in shown:
+            lines.extend(f"  {line}" for line in shown.splitlines())
+    return "\n".join(lines)
+
+
+def _patch_paths(patch: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The field paths a merge or strategic patch sets (down to a list or a value), or a JSON
+    patch's op paths; none when one is not a plain object path."""
+    if isinstance(patch, list):
+        paths = []
+        for op in patch:
+            path = op.get("path") if isinstance(op, dict) else None
+            if not isinstance(path, str) or not path.startswith("/"):
+                return []
+            keys = [k.replace("~1", "/").replace("~0", "~") for k in path[1:].split("/")]
+            # A list index or an append names no object field: show the list it is in.
+            index = next((i for i, k in enumerate(keys) if k.isdigit() or k == "-"), len(keys))
+            paths.append(tuple(keys[:index]))
+        return paths
+    if not isinstance(patch, dict):
+        return [prefix] if prefix else []
+    paths = []
+    for key, value in patch.items():
+        if isinstance(value, dict) and value:
+            paths.extend(_patch_paths(value, (*prefix, str(key))))
+        else:
+            paths.append((*prefix, str(key)))
+    return paths
 
 
 def state_line(obj: Any) -> str | None:

@@ -35,6 +35,7 @@ from goalkeeper.step.processes import model_credentials, run_argv
 from goalkeeper.step.redact import redact, redact_part, redact_text, scrub
 from goalkeeper.step.render import (
     describe,
+    patched_view,
     state_line,
     strip_noise,
     summarize_events,
@@ -747,14 +748,16 @@ class StepTools:
             patch_type: merge, strategic or json.
         """
 
-        def go() -> str:
+        def go() -> Led:
             av = self._api_version(kind, api_version)
             bare, ns = self._split(name, namespace)
             self._check_write("k8s_patch", self._object(av, kind, bare, ns))
             obj = self._need_kube().patch(
                 av, kind, bare, self._ns(ns), patch, patch_type=patch_type
             )
-            return "patched\n" + describe(strip_noise(redact(obj)))
+            shown = strip_noise(redact(obj))
+            line = state_line(shown)
+            return Led(f"patched; {line}" if line else "patched", patched_view(shown, patch))
 
         return self._call(f"k8s_patch {kind} {name}", go)
 

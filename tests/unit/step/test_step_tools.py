@@ -14,6 +14,7 @@ from tests.support.step_fakes import FakeKube, config_map, deployment, pod, secr
 
 from goalkeeper.step.fence import RESULT_MAX_CHARS
 from goalkeeper.step.redact import LAST_APPLIED, REDACTED, redact
+from goalkeeper.step.render import describe, patched_view
 from goalkeeper.step.tools import (
     RESTARTED_AT,
     StepTools,
@@ -479,3 +480,33 @@ def test_raw_requests_do_not_tunnel_through_the_api_server(path: str) -> None:
     assert make(kube).k8s_raw(path).startswith("ERROR:")
     assert make(kube, mutation_set=("pods/p",)).k8s_raw_write(path, "POST").startswith("ERROR:")
     assert kube.calls == []
+
+
+def test_a_patch_answers_with_the_patched_fields_as_they_are_now() -> None:
+    # The act verifies from this answer: the patched values and the state line, not the
+    # whole object again.
+    web = deployment()
+    web["spec"]["template"]["metadata"]["annotations"] = {"team": "storefront"}
+    kube = FakeKube([web])
+    tools = act_tools(kube, "Deployment/web")
+    out = tools.k8s_patch("Deployment", "web", {"spec": {"replicas": 4, "paused": False}})
+    lead, _, body = out.partition("\n")
+    assert lead.startswith("patched; Deployment shop/web:"), lead
+    assert "spec.replicas: 4" in body and "spec.paused: false" in body
+    assert "storefront" not in out, "fields the patch did not touch are left out"
+    containers = {"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "w:2"}]}}}}
+    listed = tools.k8s_patch("Deployment", "web", containers)
+    assert "spec.template.spec.containers:" in listed and "image: w:2" in listed
+
+
+def test_a_json_patch_shows_the_fields_its_paths_name() -> None:
+    web = deployment()
+    web["spec"]["template"]["spec"] = {"containers": [{"name": "web", "image": "w:3"}]}
+    ops = [
+        {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "w:3"},
+        {"op": "add", "path": "/metadata/labels~1x", "value": "1"},
+    ]
+    shown = patched_view(web, ops)
+    assert "spec.template.spec.containers:" in shown and "image: w:3" in shown
+    assert "metadata.labels/x: null" in shown
+    assert patched_view(web, [{"op": "test"}]) == describe(web), "an unclear path shows it all"
