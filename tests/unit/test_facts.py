@@ -155,6 +155,7 @@ def test_the_stop_rules_own_replica_count_holds_back_a_goal_complete() -> None:
     rule = "Stop when checkout-api has 2 available replicas."
     refused = contradiction(seen("stop", **DONE), [idle], rule)
     assert refused is not None and "checkout-api has 0 available" in refused
+    assert refused.endswith("the stop rule asks for 2.")
     scaled = deployment("checkout-api", replicas=2, availableReplicas=2, readyReplicas=2)
     assert contradiction(seen("stop", **DONE), [scaled], rule) is None
     # A rule that names no count, or several, or another object's, holds nothing back.

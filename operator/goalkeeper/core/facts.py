@@ -111,11 +111,12 @@ def stop_rule_replicas(stop_when: str, name: str) -> int | None:
     return counts.pop() if len(counts) == 1 else None
 
 
-def _short_of_stop_rule(fact: ObjectFacts, stop_when: str) -> bool:
+def _short_of_stop_rule(fact: ObjectFacts, stop_when: str) -> int | None:
+    """The stop rule's replica count for `fact` when the workload is short of it."""
     wanted = stop_rule_replicas(stop_when, fact.name)
-    if wanted is None:
-        return False
-    return max(fact.availableReplicas or 0, fact.readyReplicas or 0) < wanted
+    if wanted is None or max(fact.availableReplicas or 0, fact.readyReplicas or 0) >= wanted:
+        return None
+    return wanted
 
 
 def contradiction(
@@ -128,11 +129,14 @@ def contradiction(
     if observation.goal is GoalState.complete:
         for fact in goal:
             unfinished = fact.kind is FactKind.Job and fact.ended is None
-            short = fact.kind in _WORKLOADS and (
-                _rollout_short(fact) or _short_of_stop_rule(fact, stop_when)
-            )
-            if unfinished or short:
+            if unfinished or (fact.kind in _WORKLOADS and _rollout_short(fact)):
                 return f"goal 'complete' contradicts what the step read: {describe(fact)}."
+            wanted = _short_of_stop_rule(fact, stop_when) if fact.kind in _WORKLOADS else None
+            if wanted is not None:
+                return (
+                    f"goal 'complete' contradicts what the step read: {describe(fact)}, and "
+                    f"the stop rule asks for {wanted}."
+                )
     if observation.work is WorkState.idle:
         for job in jobs:
             if job_runs(job):

@@ -240,6 +240,8 @@ def observe_user_prompt(
         health += (
             "\n## The previous answer was refused (not counted; answer again)\n"
             f"{_carried(step.lastRejection, fence_id)}\n"
+            "Do not repeat the refused claim: answer from the named objects as they are, and "
+            "when the goal is not met and the task allows the change, route act.\n"
         )
     return f"""\
 ## Task
