@@ -15,6 +15,7 @@ from goalkeeper.localmodel.server import (
     ServeError,
     ServeOptions,
     model_file,
+    slot_cache_dir,
 )
 from goalkeeper.localmodel.weights import DEFAULT, FetchError, fetch
 
@@ -30,13 +31,19 @@ def _path(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    options = ServeOptions(
-        context=args.context, threads=args.threads, temperature=args.temperature, port=args.port
-    )
     path = model_file()
+    options = ServeOptions(
+        context=args.context,
+        threads=args.threads,
+        temperature=args.temperature,
+        port=args.port,
+        slot_cache=None if args.no_slot_cache else slot_cache_dir(path, args.context),
+    )
     print(f"loading {path}", file=sys.stderr)
     server = LocalServer(path, options)
     server.wait_ready()
+    for line in server.restore_slots():
+        print(f"prompt cache: {line}", file=sys.stderr)
     print(f"serving {path.name} at {server.base_url}", file=sys.stderr)
     settings = [f"GOALKEEPER_MODEL=openai:{ALIAS}", f"GOALKEEPER_MODEL_BASE_URL={server.base_url}"]
     settings += [f"{name}={value}" for name, value in STEP_SETTINGS.items()]
@@ -46,6 +53,8 @@ def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
+    for line in server.save_slots():
+        print(f"prompt cache: {line}", file=sys.stderr)
     return 0
 
 
@@ -77,4 +86,9 @@ def register(sub: Any) -> None:
     serve_cmd.add_argument("--context", type=int, default=defaults.context, help="tokens")
     serve_cmd.add_argument("--threads", type=int, default=defaults.threads, help="0: all CPUs")
     serve_cmd.add_argument("--temperature", type=float, default=defaults.temperature)
+    serve_cmd.add_argument(
+        "--no-slot-cache",
+        action="store_true",
+        help="read every step kind's prompt anew: keep no prompt cache between runs",
+    )
     serve_cmd.set_defaults(func=_guarded(_serve))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from goalkeeper.localmodel.toolcalls import SLOTS, ToolCallProxy
-from goalkeeper.localmodel.weights import DEFAULT, Weights, cached, fetch
+from goalkeeper.localmodel.weights import DEFAULT, Weights, cached, fetch, models_dir
 
 HOST = "127.0.0.1"
 ALIAS = "local"
@@ -51,6 +51,8 @@ class ServeOptions:
     # retry differ from the answer it retries.
     temperature: float = 0.2
     port: int = 0  # 0: a free port
+    # Where each slot's prompt cache is kept between runs; None: not kept.
+    slot_cache: Path | None = None
 
     def __post_init__(self) -> None:
         if not 2048 <= self.context <= 32768:
@@ -81,6 +83,13 @@ def model_file(weights: Weights = DEFAULT, *, download: bool = True) -> Path:
             "(about 1.1 GB), or set GOALKEEPER_LOCAL_MODEL to a GGUF file."
         )
     return fetch(weights)
+
+
+def slot_cache_dir(path: Path, context: int) -> Path:
+    """Where the slots' prompt caches of this weights file and context size are kept: a
+    cache is only ever restored into the model and cache size it was saved from."""
+    size = path.stat().st_size
+    return models_dir() / "slots" / f"{path.name}-{size}-ctx{context}"
 
 
 def free_port() -> int:
@@ -127,13 +136,66 @@ class LocalServer:
         params.ui = False
         params.offline = True
         params.warmup = False
+        self.slot_cache = options.slot_cache
+        if self.slot_cache is not None:
+            self.slot_cache.mkdir(parents=True, exist_ok=True)
+            # llama.cpp joins it to a file name as it stands: it must end with a separator.
+            params.slot_save_path = f"{self.slot_cache}{os.sep}"
         self._server = xllamacpp.Server(params)  # loads the weights, then listens
-        self.proxy = ToolCallProxy(f"http://{HOST}:{upstream}/v1", options.port).start()
+        self._upstream = f"http://{HOST}:{upstream}"
+        self.proxy = ToolCallProxy(f"{self._upstream}/v1", options.port).start()
         self.port = self.proxy.port
         self.base_url = self.proxy.base_url
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
         wait_ready(self.base_url, timeout)
+
+    def restore_slots(self) -> list[str]:
+        """Each slot's prompt cache as an earlier run left it: the first step of each kind
+        then finds its system prompt and tools already read. One line per slot restored."""
+        if self.slot_cache is None:
+            return []
+        lines = []
+        for slot in range(SLOTS):
+            name = f"slot-{slot}.bin"
+            if not (self.slot_cache / name).is_file():
+                continue
+            try:
+                tokens = self._slot_action(slot, "restore", name).get("n_restored", "?")
+                lines.append(f"slot {slot}: restored {tokens} tokens")
+            except (OSError, urllib.error.URLError, ValueError) as error:
+                # A cache this server cannot take is read again from the prompt.
+                lines.append(f"slot {slot}: not restored: {error}")
+        return lines
+
+    def save_slots(self) -> list[str]:
+        """Keep each slot's prompt cache for the next run; a slot that holds nothing leaves
+        the cache an earlier run kept. One line per slot saved."""
+        if self.slot_cache is None:
+            return []
+        lines = []
+        for slot in range(SLOTS):
+            name, fresh = f"slot-{slot}.bin", f"slot-{slot}.new.bin"
+            try:
+                tokens = self._slot_action(slot, "save", fresh).get("n_saved", 0)
+            except (OSError, urllib.error.URLError, ValueError) as error:
+                lines.append(f"slot {slot}: not saved: {error}")
+                continue
+            if tokens:
+                (self.slot_cache / fresh).replace(self.slot_cache / name)
+                lines.append(f"slot {slot}: saved {tokens} tokens")
+            else:
+                (self.slot_cache / fresh).unlink(missing_ok=True)
+        return lines
+
+    def _slot_action(self, slot: int, action: str, filename: str) -> dict[str, Any]:
+        url = f"{self._upstream}/slots/{slot}?action={action}"
+        body = json.dumps({"filename": filename}).encode()
+        headers = {"Content-Type": "application/json"}
+        request = urllib.request.Request(url, body, headers)  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=120) as answer:  # noqa: S310
+            done: dict[str, Any] = json.loads(answer.read() or b"{}")
+        return done
 
 
 def wait_ready(
