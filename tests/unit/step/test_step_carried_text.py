@@ -162,3 +162,12 @@ def test_every_carried_field_is_fenced_in_the_prompts() -> None:
     for text in (observe, act):
         assert MARK in text and MARK not in outside_fences(text)
     assert "## Authority basis\n<<<" in act and "## The action (kind: advance)\n<<<" in act
+
+
+def test_a_refusal_is_fenced_as_the_operators_and_asks_for_a_new_answer() -> None:
+    refusal = f"Contradicted by the facts: goal 'complete' ... {MARK}"
+    prompt = prompts.observe_user_prompt(
+        step_input(lastRejection=refusal), fence_id="abcdabcdabcdabcd", namespace="shop", now=NOW
+    )
+    assert 'source="operator-refusal"' in prompt and MARK not in outside_fences(prompt)
+    assert "Do not repeat the refused claim" in outside_fences(prompt)
