@@ -122,10 +122,12 @@ class LocalServer:
         params.model_alias = ALIAS
         params.hostnames = [HOST]
         params.port = upstream
-        # One slot per step kind, all in one cache that each may fill up to `context`.
+        # One slot per step kind, each with a cache of its own of `context` tokens: steps of
+        # different monitors run side by side, and no step may attend to another's tokens
+        # (in one shared cache, a step once wrote another monitor's object into its answer).
         params.n_ctx = options.context * SLOTS
         params.n_parallel = SLOTS
-        params.kv_unified = True
+        params.kv_unified = False
         # Kept in place: moved out to the RAM cache, an idle slot's prefix was read again.
         params.cache_idle_slots = False
         params.cpuparams.n_threads = threads
