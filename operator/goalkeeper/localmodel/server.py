@@ -124,12 +124,15 @@ class LocalServer:
         params.port = upstream
         # One slot per step kind, each with a cache of its own of `context` tokens: steps of
         # different monitors run side by side, and no step may attend to another's tokens
-        # (in one shared cache, a step once wrote another monitor's object into its answer).
+        # (with one shared cache, a step once wrote another monitor's answer into its own).
         params.n_ctx = options.context * SLOTS
         params.n_parallel = SLOTS
         params.kv_unified = False
         # Kept in place: moved out to the RAM cache, an idle slot's prefix was read again.
         params.cache_idle_slots = False
+        # No prompt states swapped in and out of a shared host-memory pool either: a slot
+        # holds its own step kind's last prompt and nothing else.
+        params.cache_ram_mib = 0
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.sampling.temp = options.temperature
