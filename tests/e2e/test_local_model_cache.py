@@ -77,6 +77,7 @@ def test_a_restarted_server_finds_the_prompt_it_read_before(tmp_path: Path) -> N
     assert first["prompt_tokens_details"]["cached_tokens"] == 0
     assert "prompt cache: slot 0: saved" in said, said[-2000:]
     [cache] = (tmp_path / "slots").iterdir()
+    assert cache.stat().st_mode & 0o077 == 0, "the steps' prompts are this user's only"
     # Only the slot that held a prompt is kept; empty ones leave no file behind.
     assert sorted(p.name for p in cache.iterdir()) == ["slot-0.bin"]
 

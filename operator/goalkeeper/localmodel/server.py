@@ -143,7 +143,9 @@ class LocalServer:
         params.warmup = False
         self.slot_cache = options.slot_cache
         if self.slot_cache is not None:
+            # The caches hold the steps' prompts (target data) as tokens: this user's only.
             self.slot_cache.mkdir(parents=True, exist_ok=True)
+            self.slot_cache.chmod(0o700)
             # llama.cpp joins it to a file name as it stands: it must end with a separator.
             params.slot_save_path = f"{self.slot_cache}{os.sep}"
         self._server = xllamacpp.Server(params)  # loads the weights, then listens
