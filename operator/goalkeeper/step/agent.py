@@ -36,7 +36,7 @@ from goalkeeper.step import facts, prompts
 from goalkeeper.step.errors import ERROR_MAX, RunFacts, explain, limit_hit
 from goalkeeper.step.model import StepModel
 from goalkeeper.step.repeats import RepeatGuard
-from goalkeeper.step.routed import RoutedOutput, pinned_action_ids
+from goalkeeper.step.routed import RoutedOutput, pinned_action_ids, pinned_resources
 from goalkeeper.step.steplog import RunLog, StepLog
 from goalkeeper.step.tools import StepTools, act_toolset, observe_toolset
 
@@ -222,7 +222,9 @@ async def run_observe(
         limits=limits or RunLimits(),
         model_settings=model_settings,
         log=log,
-        capability=RoutedOutput(pinned_action_ids(step_input), read_first)
+        capability=RoutedOutput(
+            pinned_action_ids(step_input), read_first, pinned_resources(step_input)
+        )
         if routed_output
         else None,
     )

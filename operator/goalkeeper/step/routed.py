@@ -63,10 +63,17 @@ def _variant(base: Json, drop: tuple[str, ...], **fixed: Any) -> Json:
     return {**base, "properties": properties, "required": required}
 
 
-def _action(defs: Json, ref: str, kinds: list[str], name: str, ids: list[str] | None) -> Json:
+def _action(
+    defs: Json,
+    ref: str,
+    kinds: list[str],
+    name: str,
+    ids: list[str] | None,
+    writable: list[str] | None = None,
+) -> Json:
     """A reference to a copy of the action's definition with only `kinds` allowed, a
-    mutation set of what the act step can write to and, when given, one of `ids` as the
-    authorized action that covers it."""
+    mutation set of what the act step can write to (each entry one of `writable`, when
+    given) and, when given, one of `ids` as the authorized action that covers it."""
     action = copy.deepcopy(defs[ref])
     action["properties"]["kind"] = {"enum": kinds}
     if ids is not None:
@@ -76,7 +83,7 @@ def _action(defs: Json, ref: str, kinds: list[str], name: str, ids: list[str] | 
             **({"description": covering["description"]} if "description" in covering else {}),
         }
     mutations = action["properties"]["mutationSet"]
-    mutations["items"] = {"type": "string", "pattern": WRITABLE}
+    mutations["items"] = {"enum": writable} if writable else {"type": "string", "pattern": WRITABLE}
     mutations["minItems"] = 1
     mutations["description"] = (
         "What the action changes, each as RESOURCE/NAME (for example jobs/build), "
@@ -115,8 +122,12 @@ def _ordered(properties: Json) -> Json:
     }
 
 
-def routed_schema(flat: Json, action_ids: list[str] | None = None) -> Json:
-    """`Observation`'s JSON schema as one object per route (and per case a route has)."""
+def routed_schema(
+    flat: Json, action_ids: list[str] | None = None, writable: list[str] | None = None
+) -> Json:
+    """`Observation`'s JSON schema as one object per route (and per case a route has).
+    With `writable`, the recorded allowed resources, a mutation set names only those: the
+    engine refuses any other, and a model copying an example's object cannot write one."""
     action_ref = "ActionRequest"
     if action_ref not in (flat.get("$defs") or {}) or "route" not in (flat.get("properties") or {}):
         return flat  # not an observation's schema
@@ -127,13 +138,14 @@ def routed_schema(flat: Json, action_ids: list[str] | None = None) -> Json:
     for key, field in base["properties"].items():
         defs[f"{SHARED}{key}"] = field
     ids = action_ids
-    advance = _action(defs, action_ref, [ActionKind.advance.value], "AdvanceAction", ids)
+    advance = _action(defs, action_ref, [ActionKind.advance.value], "AdvanceAction", ids, writable)
     other = _action(
         defs,
         action_ref,
         [k.value for k in ActionKind if k is not ActionKind.advance],
         "RecoveryAction",
         ids,
+        writable,
     )
     variants = [
         _variant(
@@ -207,12 +219,21 @@ def pinned_action_ids(step: StepInput) -> list[str] | None:
     return [a.id for a in step.authorizedActions]
 
 
+def pinned_resources(step: StepInput) -> list[str] | None:
+    """The recorded allowed resources, the only entries a mutation set may name; None
+    when none are recorded (any act is then refused, and the model may say why)."""
+    if step.contract is None or not step.contract.allowedResources:
+        return None
+    return list(dict.fromkeys(step.contract.allowedResources))
+
+
 @dataclass
 class RoutedOutput(AbstractCapability[Any]):
     """Gives the observation's output tool the route-keyed schema above."""
 
     action_ids: list[str] | None = None
     read_tools: tuple[str, ...] = ()
+    writable: list[str] | None = None
 
     def get_model_settings(self) -> Callable[[RunContext[Any]], ModelSettings]:
         # No answer before the target has been read once in this check. The tools stay
@@ -230,7 +251,9 @@ class RoutedOutput(AbstractCapability[Any]):
         return [
             replace(
                 tool,
-                parameters_json_schema=routed_schema(tool.parameters_json_schema, self.action_ids),
+                parameters_json_schema=routed_schema(
+                    tool.parameters_json_schema, self.action_ids, self.writable
+                ),
             )
             for tool in tool_defs
         ]

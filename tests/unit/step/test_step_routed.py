@@ -20,7 +20,12 @@ from tests.support.observations import action, observation, observation_dict
 from tests.support.step_fakes import step_input
 
 from goalkeeper.core.models import Observation
-from goalkeeper.step.routed import RoutedOutput, pinned_action_ids, routed_schema
+from goalkeeper.step.routed import (
+    RoutedOutput,
+    pinned_action_ids,
+    pinned_resources,
+    routed_schema,
+)
 
 FLAT = Observation.model_json_schema()
 ROUTED = routed_schema(FLAT)
@@ -215,3 +220,30 @@ def test_the_step_input_pins_only_a_recorded_contract() -> None:
     recorded = observation("act")
     step = step_input(contract=recorded.contract, authorizedActions=recorded.authorizedActions)
     assert pinned_action_ids(step) == [a.id for a in recorded.authorizedActions]
+
+
+def test_recorded_allowed_resources_are_the_only_mutation_set_entries() -> None:
+    # A small model copying its worked example (an HPA) cannot name one it may not change.
+    writable = ["jobs/thumbnail-backfill"]
+    schema = routed_schema(FLAT, ["resume-backfill"], writable)
+    acts = [v for v in schema["anyOf"] if "action" in v["properties"]]
+    assert len(acts) == 2
+    for each in acts:
+        action = resolved(each["properties"]["action"], schema["$defs"])
+        assert action["properties"]["mutationSet"]["items"] == {"enum": writable}
+    # With nothing recorded, the entries stay free in form (the engine refuses what its
+    # recorded resources do not cover).
+    free = routed_schema(FLAT, ["resume-backfill"], None)
+    for each in (v for v in free["anyOf"] if "action" in v["properties"]):
+        action = resolved(each["properties"]["action"], free["$defs"])
+        assert "pattern" in action["properties"]["mutationSet"]["items"]
+
+
+def test_the_step_input_pins_its_recorded_allowed_resources() -> None:
+    assert pinned_resources(step_input()) is None
+    recorded = observation("act")
+    assert recorded.contract is not None
+    step = step_input(contract=recorded.contract, authorizedActions=recorded.authorizedActions)
+    assert pinned_resources(step) == recorded.contract.allowedResources
+    bare = recorded.contract.model_copy(update={"allowedResources": []})
+    assert pinned_resources(step_input(contract=bare)) is None
