@@ -172,8 +172,7 @@ def describe(obj: Any) -> str:
     """A describe-like view: a short header, then the object without managedFields."""
     if not isinstance(obj, dict):
         return str(obj)
-    meta = obj.get("metadata") or {}
-    header = [f"{obj.get('kind', '?')} {meta.get('namespace', '-')}/{meta.get('name', '?')}"]
+    header = [_title(obj)]
     state = _item_state(obj)
     if state:
         header.append(f"state: {state}")
@@ -188,17 +187,23 @@ def patched_view(obj: Any, patch: Any) -> str:
     paths = _patch_paths(patch)
     if not paths or not all(paths):
         return describe(obj)
-    meta = obj.get("metadata") or {}
-    lines = [f"{obj.get('kind', '?')} {meta.get('namespace', '-')}/{meta.get('name', '?')}"]
+    lines = [_title(obj)]
     for path in paths:
         value: Any = obj
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None
+        label = ".".join(path)
         shown = to_yaml(value).strip() if isinstance(value, (dict, list)) else json.dumps(value)
-        lines.append(f"{'.'.join(path)}: {shown}" if "\n" not in shown else f"{'.'.join(path)}:")
         if "\n" in shown:
-            lines.extend(f"  {line}" for line in shown.splitlines())
+            lines += [f"{label}:", *(f"  {line}" for line in shown.splitlines())]
+        else:
+            lines.append(f"{label}: {shown}")
     return "\n".join(lines)
+
+
+def _title(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{obj.get('kind', '?')} {meta.get('namespace', '-')}/{meta.get('name', '?')}"
 
 
 def _patch_paths(patch: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
