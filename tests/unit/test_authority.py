@@ -60,10 +60,47 @@ def test_every_grant_of_the_standard_reading_stands_on_its_quote() -> None:
     ],
 )
 def test_a_resource_grant_needs_a_quote_of_the_task_that_names_it(quote: str, why: str) -> None:
-    found = extraction(allowedResources=[{"entry": "jobs/build", "quote": quote}])
+    found = extraction(
+        allowedResources=[{"entry": "jobs/build", "quote": quote}], authorizedActions=[]
+    )
     kept = pinned(TASK, found)
     assert kept.contract.allowedResources == []
     assert kept.record.dropped == [f"allowed resource 'jobs/build': {why}"]
+
+
+GEO_TASK = (
+    "Run the postcode import in this namespace to completion. Job geo-import is suspended; "
+    "you may resume Job geo-import by setting spec.suspend to false. Do not change "
+    "Deployment geo-api; do not create or delete anything."
+)
+GEO_GRANT = (
+    "Job geo-import is suspended; you may resume Job geo-import by setting spec.suspend to false."
+)
+
+
+@pytest.mark.parametrize(
+    ("entry", "kept"),
+    [("jobs/geo-import", ["jobs/geo-import"]), ("deployments/geo-api", [])],
+)
+def test_a_resource_quoted_from_the_goal_stands_on_its_actions_quote_when_that_names_it(
+    entry: str, kept: list[str]
+) -> None:
+    # Seen from a small model: the object quoted with the goal, its action with the grant.
+    found = {
+        "goal": "g",
+        "allowedResources": [{"entry": entry, "quote": sentences(GEO_TASK)[0]}],
+        "authorizedActions": [
+            {"id": "resume-geo-import", "description": "Resume Job geo-import.", "quote": GEO_GRANT}
+        ],
+    }
+    pinned_authority = pinned(GEO_TASK, found)
+    assert pinned_authority.contract.allowedResources == kept
+    resources = [g for g in pinned_authority.record.grants if g.field == "allowedResources"]
+    assert [g.quote for g in resources] == ([GEO_GRANT] if kept else [])
+    if not kept:
+        assert pinned_authority.record.dropped == [
+            f"allowed resource {entry!r}: its quote does not name it"
+        ]
 
 
 @pytest.mark.parametrize(

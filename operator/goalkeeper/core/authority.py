@@ -367,28 +367,41 @@ def pin(
     dropped: list[str] = []
     kept_lists: dict[str, list[str]] = {}
 
-    def judge(field: str, noun: str, entry: str, quote: str, label: str = "") -> bool:
+    def refusal(field: str, entry: str, quote: str) -> str | None:
         # An object must be named with its kind; any other grant by one of its words.
         named = None if field == "allowedResources" else _shares_word
         where = source.locate(quote)
-        why = None
         if where is None:
-            why = "its quote is not in the task or stop rule"
-        elif any(forbids(s) for s in where):
-            why = "it is quoted from a sentence that forbids"
-        elif not (named(entry, quote) if named else _names_target(entry, where, quote)):
-            why = "its quote does not name it"
-        elif field in _CHANGES and not any(_allows_a_change(s) for s in where):
-            why = "its quote allows no change (it says what to finish or watch)"
+            return "its quote is not in the task or stop rule"
+        if any(forbids(s) for s in where):
+            return "it is quoted from a sentence that forbids"
+        if not (named(entry, quote) if named else _names_target(entry, where, quote)):
+            return "its quote does not name it"
+        if field in _CHANGES and not any(_allows_a_change(s) for s in where):
+            return "its quote allows no change (it says what to finish or watch)"
+        return None
+
+    def judge(
+        field: str, noun: str, entry: str, quote: str, label: str = "", also: Sequence[str] = ()
+    ) -> bool:
+        # `also`: other quotes of the same reading; the first that passes every check is the
+        # grant's (a small model often quotes the goal for an object and the grant for its action).
+        why = refusal(field, entry, quote)
         if why is not None:
+            quote = next((q for q in also if refusal(field, entry, q) is None), "")
+        if why is not None and not quote:
             dropped.append(_clip(f"{noun} {label or repr(entry)}: {why}"))
             return False
         grants.append(Grant(field=field, entry=_clip(entry), quote=_clip(quote, RECORD_QUOTE_MAX)))
         return True
 
+    action_quotes = list(dict.fromkeys(a.quote for a in extraction.authorizedActions))
     for field, noun in _GRANT_LISTS:
         quoted: list[QuotedEntry] = getattr(extraction, field)
-        kept_lists[field] = [q.entry for q in quoted if judge(field, noun, q.entry, q.quote)]
+        also = action_quotes if field == "allowedResources" else ()
+        kept_lists[field] = [
+            q.entry for q in quoted if judge(field, noun, q.entry, q.quote, also=also)
+        ]
 
     actions: list[AuthorizedAction] = []
     for action in extraction.authorizedActions:
