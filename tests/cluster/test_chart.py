@@ -140,6 +140,7 @@ def test_chart_lints_clean(offline_helm: Helm) -> None:
         ("wakeIntervalSeconds=0", "wakeIntervalSeconds"),
         ("approvalTimeout=soon", "approvalTimeout"),
         ("admissionPolicies.actorMaxReplicas=-1", "actorMaxReplicas"),
+        ("instructions=" + "x" * 4001, "instructions"),
     ],
 )
 def test_bad_values_fail_naming_the_field(helm: Helm, setting: str, field: str) -> None:
@@ -223,6 +224,7 @@ def test_values_reach_the_operator(offline_helm: Helm) -> None:
         "--set", "brakeActs=4",
         "--set", "wakeIntervalSeconds=30",
         "--set", "approvalTimeout=24h",
+        "--set", "instructions=Never scale the payments Deployments.",
     )  # fmt: skip
     env = env_of(docs)
     assert env["GOALKEEPER_ACTOR_SERVICE_ACCOUNT"] == "robot"
@@ -233,6 +235,7 @@ def test_values_reach_the_operator(offline_helm: Helm) -> None:
     assert env["GOALKEEPER_BRAKE_ACTS"] == "4"
     assert env["GOALKEEPER_WAKE_INTERVAL_SECONDS"] == "30"
     assert env["GOALKEEPER_APPROVAL_TIMEOUT"] == "24h"
+    assert env["GOALKEEPER_INSTRUCTIONS"] == "Never scale the payments Deployments."
     assert env["GOALKEEPER_TOTAL_TOKENS_LIMIT"] == "2000000"
     assert env["GOALKEEPER_COST_LIMIT_USD"] == "0.5"
     assert env["GOALKEEPER_MODEL"] == "anthropic:claude"

@@ -165,7 +165,7 @@ def test_a_reading_that_turns_a_prohibition_into_a_grant_is_dropped(
     dropped = "\n".join(status["authority"]["dropped"])
     assert "'resume-build': it is quoted from a sentence that forbids" in dropped
     assert "'resume-job': the task forbids it" in dropped
-    assert "'scale-web': its quote is not in the task or stop rule" in dropped
+    assert "'scale-web': its quote is not in the task, the stop rule or the instructions" in dropped
     assert "act" not in cluster.step_kinds()
     job = cluster.batch.read_namespaced_job("build", cluster.ns)
     assert job.spec.suspend is True, "the Job the task said must not be resumed stays suspended"

@@ -181,6 +181,10 @@ class FakeApi:
         self._enter("get_service_account", name)
         return self._read("ServiceAccount", namespace, name)
 
+    async def get_config_map(self, namespace: str, name: str) -> Body:
+        self._enter("get_config_map", name)
+        return self._read("ConfigMap", namespace, name)
+
     async def list_approvals(self, namespace: str) -> list[Body]:
         self._enter("list_approvals", namespace)
         return [

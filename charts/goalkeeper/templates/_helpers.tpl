@@ -66,6 +66,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get]
+# The namespace admin's instructions, read with a Monitor's task (that one ConfigMap only).
+- apiGroups: [""]
+  resources: [configmaps]
+  resourceNames: [goalkeeper-instructions]
+  verbs: [get]
 # list, watch: event wakes watch the target workloads a waiting monitor names.
 - apiGroups: [batch]
   resources: [cronjobs]

@@ -164,6 +164,7 @@ class Api(Protocol):
     async def get_event(self, namespace: str, name: str) -> Body: ...
     async def create_event(self, namespace: str, body: Body) -> Body: ...
     async def get_service_account(self, namespace: str, name: str) -> Body: ...
+    async def get_config_map(self, namespace: str, name: str) -> Body: ...
     async def list_approvals(self, namespace: str) -> list[Body]: ...
     async def review_access(self, author: Author, permission: Permission) -> bool: ...
 
@@ -358,6 +359,12 @@ class KubeApi:
             lambda: self.core.read_namespaced_service_account(
                 name, namespace, _preload_content=False
             ),
+        )
+
+    async def get_config_map(self, namespace: str, name: str) -> Body:
+        return await self._call(
+            f"read ConfigMap {namespace}/{name}",
+            lambda: self.core.read_namespaced_config_map(name, namespace, _preload_content=False),
         )
 
     async def list_approvals(self, namespace: str) -> list[Body]:

@@ -300,6 +300,10 @@ class CachedApi:
         self.cache.account_seen(namespace, name)
         return found
 
+    async def get_config_map(self, namespace: str, name: str) -> Body:
+        # Read once per spec generation, when its task is read: not worth a watch.
+        return await self.api.get_config_map(namespace, name)
+
     async def list_approvals(self, namespace: str) -> list[Body]:
         return await self.api.list_approvals(namespace)
 

@@ -31,7 +31,7 @@ from goalkeeper.controller.api import (
     denied_permissions,
 )
 from goalkeeper.controller.settings import OperatorSettings
-from goalkeeper.core import migrate, permissions
+from goalkeeper.core import authority, migrate, permissions
 from goalkeeper.core.controls import Controls, controls_of
 from goalkeeper.core.engine import (
     ApprovalAnswered,
@@ -55,8 +55,10 @@ from goalkeeper.core.engine import (
     unreadable,
 )
 from goalkeeper.core.models import (
+    INSTRUCTIONS_CONFIGMAP,
     MUTATING_STEPS,
     ActionRequest,
+    Instructions,
     MonitorApprovalSpec,
     MonitorSpec,
     MonitorStatus,
@@ -198,6 +200,9 @@ class Reconciler:
         # The uid of each monitor's newest MonitorStep known to hold the spec its launch
         # builds: a step's spec never changes (the CRD refuses it), so it is compared once.
         self._checked_steps: dict[Key, str] = {}
+        # The operators' instructions read this round for a monitor whose task may be read
+        # (or why the namespace's cannot be used); absent when the round reads no task.
+        self._instructions: dict[Key, Instructions | str] = {}
 
     # --- the reconcile ---
 
@@ -230,6 +235,7 @@ class Reconciler:
             if monitor is None:
                 self.settled.pop(key, None)
                 self._checked_steps.pop(key, None)
+                self._instructions.pop(key, None)
                 metrics.forget_monitor(namespace, name)
                 return None
             read = read_status(monitor)
@@ -401,9 +407,26 @@ class Reconciler:
         if event is None:
             log.debug("%s/%s: nothing to do", meta["namespace"], meta["name"])
             return None, facts, status
+        await self._read_instructions(monitor, status)
         decision = await self._author_reviewed(monitor, spec, status, event, now)
         log.debug("%s/%s: %s -> %s", meta["namespace"], meta["name"], event, decision.effects)
         return await self._carry_out(monitor, spec, decision), facts, status
+
+    async def _read_instructions(self, monitor: Body, status: MonitorStatus) -> None:
+        """Read the operators' instructions when this round may read the monitor's task:
+        they are pinned with its authority then, and not read again until the next
+        generation."""
+        meta = monitor["metadata"]
+        key = (meta["namespace"], meta["name"])
+        self._instructions.pop(key, None)
+        if not authority.instructions_needed(status, meta.get("generation")):
+            return
+        found = await self._get(self.api.get_config_map, meta["namespace"], INSTRUCTIONS_CONFIGMAP)
+        self._instructions[key] = authority.instructions_of(
+            self.settings.instructions,
+            None if found is None else dict(found.get("data") or {}),
+            "" if found is None else str(found["metadata"].get("resourceVersion") or ""),
+        )
 
     async def _timer_step(
         self, monitor: Body, spec: MonitorSpec, status: MonitorStatus
@@ -550,11 +573,13 @@ class Reconciler:
         meta = monitor["metadata"]
         annotations = meta.get("annotations")
         author = permissions.author_of(annotations)
+        instructions = self._instructions.get((meta["namespace"], meta["name"]))
         context = Context(
             namespace=meta["namespace"],
             author=author.user if author is not None else "",
             author_denied=author_denied,
             controls=Controls() if as_launched else controls_of(annotations),
+            instructions=instructions if isinstance(instructions, Instructions) else None,
         )
         return decide(spec, status, event, now, self.policy, context)
 
@@ -661,7 +686,7 @@ class Reconciler:
             match effect:
                 case LaunchStep():
                     assert spec is not None
-                    problem = await self._preflight(meta["namespace"], effect.kind)
+                    problem = await self._preflight(monitor, effect.kind)
                     # A missing account or model is fixed outside the run: it waits, within
                     # the failure window; someone else's object under our name stops it.
                     foreign = False
@@ -699,10 +724,15 @@ class Reconciler:
                     )
         return decision
 
-    async def _preflight(self, namespace: str, kind: StepKind) -> str | None:
+    async def _preflight(self, monitor: Body, kind: StepKind) -> str | None:
         """A missing dependency the step cannot run without, named for the user."""
+        meta = monitor["metadata"]
+        namespace = meta["namespace"]
         if not self.settings.model:
             return "No model is configured: set GOALKEEPER_MODEL (openai:NAME or anthropic:NAME)."
+        instructions = self._instructions.get((namespace, meta["name"]))
+        if kind is StepKind.extract and isinstance(instructions, str):
+            return f"The namespace's instructions cannot be read with the task: {instructions}"
         account = (
             self.settings.actorServiceAccount
             if kind in MUTATING_STEPS

@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from goalkeeper import __version__
 from goalkeeper.core import policy
-from goalkeeper.core.models import Model
+from goalkeeper.core.models import INSTRUCTIONS_MAX, Model
 from goalkeeper.core.policy import Policy
 
 PREFIX = "GOALKEEPER_"
@@ -67,6 +67,13 @@ class OperatorSettings(Model):
         description="GOALKEEPER_NAMESPACES: comma-separated; empty watches all namespaces.",
     )
     repairCommand: str = Field(default="", description="GOALKEEPER_REPAIR_COMMAND")
+    instructions: Annotated[str, Field(max_length=INSTRUCTIONS_MAX)] = Field(
+        default="",
+        description=(
+            "GOALKEEPER_INSTRUCTIONS: the cluster admin's instructions, read with every task "
+            "as binding doctrine (what they forbid, no Monitor may do; a grant may quote them)."
+        ),
+    )
     stepEnv: dict[str, str] = Field(
         default_factory=dict,
         description="Step limits (STEP_PASSTHROUGH) forwarded to every step unchanged.",
@@ -262,6 +269,7 @@ _FIELDS = {
     "stepDeadlineSeconds": "STEP_DEADLINE_SECONDS",
     "stepHistory": "STEP_HISTORY",
     "repairCommand": "REPAIR_COMMAND",
+    "instructions": "INSTRUCTIONS",
     "timeScale": "TIME_SCALE",
     "resyncSeconds": "RESYNC_SECONDS",
     "modelSpendCapUsd": "MODEL_SPEND_CAP_USD",

@@ -14,7 +14,11 @@ engine keeps a grant only when
 Forbidding sentences are kept as prohibitions whatever the model listed; those that forbid
 any change to something are also recorded as forbidden changes. Restrictions the model
 found (forbidden changes, protected contracts, checks, stop conditions) only narrow and are
-kept as written. Pure: no I/O.
+kept as written.
+
+The operators' instructions (the cluster's and the namespace's, pinned with the spec
+generation) count as words too: a prohibition in them holds like one of the task, and a
+grant may quote them, recorded with whose words the quote is. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from goalkeeper.core.models import (
+    INSTRUCTIONS_CONFIGMAP,
+    INSTRUCTIONS_KEY,
+    INSTRUCTIONS_MAX,
     LIST_ENTRIES,
     LIST_ENTRY_MAX,
     LIST_TOTAL_MAX,
@@ -34,9 +41,12 @@ from goalkeeper.core.models import (
     AuthorizedAction,
     Contract,
     Grant,
+    Instructions,
     Money,
     MonitorSpec,
+    MonitorStatus,
     QuotedEntry,
+    Words,
 )
 from goalkeeper.core.mutations import KINDS, CommandTarget, KubeTarget, UrlTarget, parse_entry
 
@@ -68,6 +78,8 @@ _FORBIDS = re.compile(
     r"not\s+(?:be\s+)?(?:allowed|permitted|authori[sz]ed)|forbidden|prohibited|"
     r"(?:is|are)\s+not\s+to|no\s+(?:changes?|writes?|mutations?|actions?|edits?)\b|"
     r"nothing\s+(?:may|must|should|can|is\s+to)\b|"
+    r"(?:nobody|no\s+(?:one|monitors?|steps?|teams?|users?|agents?))\s+"
+    r"(?:may|must|should|can|shall|is\s+to|are\s+to)\b|"
     r"without\s+(?:changing|touching|modifying|altering|mutating)|"
     r"leave\s+.*\b(?:alone|untouched|as\s+it\s+is|as\s+is)|"
     r"(?:only|just|merely)\s+(?:to\s+)?(?:observe|watch|monitor|report|read|look|check|inspect)|"
@@ -244,25 +256,28 @@ def _prohibitions(sentence: str) -> list[_Prohibition]:
 
 @dataclass(frozen=True)
 class _Source:
-    """The person's words, split into sentences, with where each lies in the flat text."""
+    """The words authority may be read from, split into sentences, with where each lies in
+    the flat text and whose words it is."""
 
     sentences: tuple[str, ...]
+    origins: tuple[Words, ...]
     flat: str
     spans: tuple[tuple[int, int], ...]
 
     @classmethod
-    def of(cls, texts: Iterable[str]) -> _Source:
-        found = [s for text in texts for s in sentences(text)]
+    def of(cls, texts: Iterable[tuple[Words, str]]) -> _Source:
+        found = [(origin, s) for origin, text in texts for s in sentences(text)]
         spans, parts, at = [], [], 0
-        for sentence in found:
+        for _, sentence in found:
             flat = _flat(sentence)
             spans.append((at, at + len(flat)))
             parts.append(flat)
             at += len(flat) + 1
-        return cls(tuple(found), " ".join(parts), tuple(spans))
+        return cls(
+            tuple(s for _, s in found), tuple(o for o, _ in found), " ".join(parts), tuple(spans)
+        )
 
-    def locate(self, quote: str) -> list[str] | None:
-        """The sentences a quote comes from, or None when it is not in the person's words."""
+    def _found(self, quote: str) -> list[int] | None:
         wanted = _flat(quote).strip(_EDGES)
         if len(wanted) < QUOTE_MIN_CHARS or len(wanted.split()) < QUOTE_MIN_WORDS:
             return None
@@ -270,9 +285,42 @@ class _Source:
         if start < 0:
             return None
         end = start + len(wanted)
-        return [
-            s for s, (a, b) in zip(self.sentences, self.spans, strict=True) if a < end and start < b
+        return [i for i, (a, b) in enumerate(self.spans) if a < end and start < b]
+
+    def locate(self, quote: str) -> list[str] | None:
+        """The sentences a quote comes from, or None when it is not in these words."""
+        found = self._found(quote)
+        return None if found is None else [self.sentences[i] for i in found]
+
+    def origin(self, quote: str) -> Words | None:
+        """Whose words a quote is; None when it is not in them or runs across two sources."""
+        found = self._found(quote) or []
+        origins = {self.origins[i] for i in found}
+        return origins.pop() if len(origins) == 1 else None
+
+    def origin_of(self, sentence: str) -> Words:
+        return self.origins[self.sentences.index(sentence)]
+
+
+# How a record names each source of words, in a refusal.
+WHOSE = {
+    Words.task: "the task",
+    Words.stopWhen: "the stop rule",
+    Words.clusterInstructions: "the cluster instructions",
+    Words.namespaceInstructions: "the namespace instructions",
+}
+
+
+def words_of(spec: MonitorSpec, instructions: Instructions | None) -> list[tuple[Words, str]]:
+    """Every text authority may be read from, with whose it is: the person's task and stop
+    rule, then the operators' instructions pinned with them."""
+    texts = [(Words.task, spec.task), (Words.stopWhen, spec.stopWhen)]
+    if instructions is not None:
+        texts += [
+            (Words.clusterInstructions, instructions.cluster),
+            (Words.namespaceInstructions, instructions.namespace),
         ]
+    return texts
 
 
 def _verbs(text: str) -> set[str]:
@@ -340,6 +388,23 @@ def _names_target(entry: str, where: Sequence[str], quote: str) -> bool:
     return _KIND_OF.get(kind, kind) in named
 
 
+def is_current(status: MonitorStatus, generation: int | None) -> bool:
+    """Whether authority read from the words of spec `generation` is recorded."""
+    # authorityGeneration is written beside the record for earlier readers; the record's
+    # own generation decides.
+    return (
+        status.contract is not None
+        and status.authority is not None
+        and status.authority.generation == generation
+    )
+
+
+def instructions_needed(status: MonitorStatus, generation: int | None) -> bool:
+    """Whether a decision for a Monitor at spec `generation` may read its task, so that its
+    caller reads the operators' instructions first (they are pinned at that reading)."""
+    return not is_current(status, generation)
+
+
 @dataclass(frozen=True)
 class PinnedAuthority:
     """The authority the engine records for a spec generation."""
@@ -358,10 +423,16 @@ _GRANT_LISTS = (
 
 
 def pin(
-    spec: MonitorSpec, extraction: AuthorityExtraction, *, generation: int | None, author: str = ""
+    spec: MonitorSpec,
+    extraction: AuthorityExtraction,
+    *,
+    generation: int | None,
+    author: str = "",
+    instructions: Instructions | None = None,
 ) -> PinnedAuthority:
-    """The grants of `extraction` that the person's words give, and every refusal."""
-    source = _Source.of([spec.task, spec.stopWhen])
+    """The grants of `extraction` that the person's words (and the operators' `instructions`)
+    give, and every refusal. A prohibition in any of them holds for every action."""
+    source = _Source.of(words_of(spec, instructions))
     prohibitions = [p for s in source.sentences if forbids(s) for p in _prohibitions(s)]
     grants: list[Grant] = []
     dropped: list[str] = []
@@ -372,7 +443,9 @@ def pin(
         named = None if field == "allowedResources" else _shares_word
         where = source.locate(quote)
         if where is None:
-            return "its quote is not in the task or stop rule"
+            return "its quote is not in the task, the stop rule or the instructions"
+        if source.origin(quote) is None:
+            return "its quote runs across two sources of words"
         if any(forbids(s) for s in where):
             return "it is quoted from a sentence that forbids"
         if not (named(entry, quote) if named else _names_target(entry, where, quote)):
@@ -392,7 +465,14 @@ def pin(
         if why is not None and not quote:
             dropped.append(_clip(f"{noun} {label or repr(entry)}: {why}"))
             return False
-        grants.append(Grant(field=field, entry=_clip(entry), quote=_clip(quote, RECORD_QUOTE_MAX)))
+        grants.append(
+            Grant(
+                field=field,
+                entry=_clip(entry),
+                quote=_clip(quote, RECORD_QUOTE_MAX),
+                source=source.origin(quote),
+            )
+        )
         return True
 
     action_quotes = list(dict.fromkeys(a.quote for a in extraction.authorizedActions))
@@ -418,7 +498,9 @@ def pin(
         stopping = next((p for p in prohibitions if p.stops(verbs, _words(text))), None)
         if stopping is not None:
             grants.pop()
-            forbidding = f"the task forbids it: {stopping.sentence!r}"
+            whose = WHOSE[source.origin_of(stopping.sentence)]
+            forbidding = f"{whose} forbid{'' if whose.endswith('s') else 's'} it: "
+            forbidding += repr(stopping.sentence)
             dropped.append(_clip(f"authorized action {action.id!r}: {forbidding}"))
             continue
         grants[-1] = grants[-1].model_copy(update={"entry": _clip(action.id)})
@@ -485,7 +567,7 @@ def _ceiling(
     amount = float(quoted.amount)
     if where is None or amount not in amounts:
         why = (
-            "its quote is not in the task or stop rule"
+            "its quote is not in the task, the stop rule or the instructions"
             if where is None
             else ("its quote does not state that amount")
         )
@@ -496,6 +578,7 @@ def _ceiling(
             field="costCeiling",
             entry=f"{amount:g} {quoted.currency}",
             quote=_clip(quoted.quote, RECORD_QUOTE_MAX),
+            source=source.origin(quoted.quote),
         )
     )
     return Money(amount=quoted.amount, currency=quoted.currency)
@@ -522,11 +605,47 @@ def _fit(entries: Sequence[str]) -> list[str]:
     return kept
 
 
+def instructions_of(
+    cluster: str, namespace_data: dict[str, str] | None, version: str = ""
+) -> Instructions | str:
+    """The operators' instructions from the cluster's text and the data of the namespace's
+    ConfigMap (None: it has none), or why the namespace's cannot be used."""
+    where = f"ConfigMap {INSTRUCTIONS_CONFIGMAP}"
+    data = namespace_data or {}
+    text = data.get(INSTRUCTIONS_KEY, "") if namespace_data is not None else ""
+    if namespace_data is not None and INSTRUCTIONS_KEY not in data:
+        return f"{where} has no data.{INSTRUCTIONS_KEY}: write the instructions under that key."
+    if len(text.strip()) > INSTRUCTIONS_MAX:
+        return (
+            f"{where}: data.{INSTRUCTIONS_KEY} is {len(text.strip()):,} characters, over the "
+            f"bound of {INSTRUCTIONS_MAX:,}; the task is read together with them, so it waits "
+            "until they fit."
+        )
+    return Instructions(cluster=cluster.strip(), namespace=text.strip(), namespaceVersion=version)
+
+
+def instructions_line(instructions: Instructions | None) -> str:
+    """Which of the operators' instructions a reading held, as a clause; empty for none."""
+    if instructions is None:
+        return ""
+    held = []
+    if instructions.cluster:
+        held.append("the cluster instructions")
+    if instructions.namespace:
+        held.append(
+            f"the namespace instructions (ConfigMap {INSTRUCTIONS_CONFIGMAP}, resourceVersion "
+            f"{instructions.namespaceVersion or 'unknown'})"
+        )
+    return " with " + " and ".join(held) if held else ""
+
+
 def describe(record: AuthorityRecord) -> list[str]:
     """The record as report lines: what was granted, by which words, and what was refused."""
     lines = []
     for grant in record.grants:
-        lines.append(f'{grant.field} {grant.entry}: "{" ".join(grant.quote.split())}"')
+        quote = " ".join(grant.quote.split())
+        whose = f" ({WHOSE[grant.source]})" if grant.source not in (None, Words.task) else ""
+        lines.append(f'{grant.field} {grant.entry}: "{quote}"{whose}')
     if not record.grants:
         lines.append("no grant: this monitor may only observe")
     lines += [f"refused {entry}" for entry in record.dropped]

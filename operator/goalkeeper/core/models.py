@@ -481,12 +481,44 @@ class AuthorityExtraction(Model):
 RECORD_ENTRIES, RECORD_QUOTE_MAX = GRANTS_MAX * 5 + 1, 300
 
 
+class Words(StrEnum):
+    """Whose words a quote is: the Monitor's author's, or the operators' doctrine."""
+
+    task = "task"
+    stopWhen = "stopWhen"
+    clusterInstructions = "clusterInstructions"
+    namespaceInstructions = "namespaceInstructions"
+
+
+# The namespace admin's instructions: this key of this ConfigMap in the Monitor's namespace.
+INSTRUCTIONS_CONFIGMAP, INSTRUCTIONS_KEY, INSTRUCTIONS_MAX = (
+    "goalkeeper-instructions",
+    "instructions",
+    4000,
+)
+
+
+class Instructions(Model):
+    """The operators' doctrine for a spec generation: the cluster admin's text (chart value
+    `instructions`) and the namespace admin's (ConfigMap goalkeeper-instructions), read
+    when the task is read and pinned with its authority."""
+
+    cluster: Annotated[str, Field(max_length=INSTRUCTIONS_MAX)] = ""
+    namespace: Annotated[str, Field(max_length=INSTRUCTIONS_MAX)] = ""
+    namespaceVersion: Annotated[str, Field(max_length=64)] = Field(
+        default="",
+        description="The resourceVersion of ConfigMap goalkeeper-instructions as read; empty "
+        "when the namespace has none.",
+    )
+
+
 class Grant(Model):
-    """A grant the engine kept, with the quote that gave it."""
+    """A grant the engine kept, with the quote that gave it and whose words those are."""
 
     field: Annotated[str, Field(max_length=40)]
     entry: Annotated[str, Field(max_length=LIST_ENTRY_MAX)]
     quote: Annotated[str, Field(min_length=1, max_length=RECORD_QUOTE_MAX)]
+    source: Words | None = Field(default=None, description="Whose words the quote is.")
 
 
 class AuthorityRecord(Model):
@@ -919,6 +951,12 @@ class MonitorStatus(Model):
         description="The grants kept from the person's words, each with its quote, and "
         "those refused.",
     )
+    instructions: Instructions | None = Field(
+        default=None,
+        description="The operators' instructions this spec generation's authority was read "
+        "with, pinned when the task was read: a later change takes effect at the next "
+        "generation.",
+    )
     spend: SpendLedger = Field(default_factory=SpendLedger)
     approval: ApprovalRequest | None = Field(
         default=None, description="The paid action waiting for a person's decision."
@@ -974,6 +1012,9 @@ class StepInput(Model):
     )
     lastRejection: Annotated[str, Field(max_length=4000)] = Field(
         default="", description="Why the previous observation was refused, for the next one."
+    )
+    instructions: Instructions | None = Field(
+        default=None, description="The operators' doctrine pinned with this generation."
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from goalkeeper.core.controls import Controls
+from goalkeeper.core.models import Instructions
 
 STALL_CHECKS = 3
 WAKE_INTERVAL = timedelta(minutes=1)
@@ -67,9 +68,13 @@ class Context:
     author lacks (the caller asks the API server, see core/permissions.py): that step does
     not launch and the monitor stops as outside authority.
     `controls`: pause and check-now, from the Monitor's annotations.
+    `instructions`: the operators' instructions as they stand now; the caller reads them
+    when `instructions_needed` says this decision may read the task, and they are pinned
+    then (None: not read, none).
     """
 
     namespace: str = "default"
     author: str = ""
     author_denied: str = ""
     controls: Controls = field(default_factory=Controls)
+    instructions: Instructions | None = None

@@ -47,7 +47,9 @@ by calling the final_result tool exactly once. You have no other tools and see n
    no authorizedActions and no allowedResources.
 4. forbiddenChanges, protectedContracts, requiredChecks and stopConditions: short phrases
    of what the words forbid, protect, require and say ends the work.
-5. Nothing is allowed by default. Do not add an action because it seems useful."""
+5. Nothing is allowed by default. Do not add an action because it seems useful.
+6. The operators' instructions, when given, bind like the task: what they forbid is
+   forbidden whatever the task says, and a grant may quote one of their sentences."""
 
 # For a small model (GOALKEEPER_WORKED_EXAMPLES): one worked reading of another task. A
 # constant, so the prompt prefix stays cached.
@@ -71,20 +73,40 @@ task that only asks to watch, observe or report grants nothing: answer with no
 allowedResources and no authorizedActions."""
 
 
+# The operators' instructions, headed by whose they are (no target data reaches this step).
+_INSTRUCTION_HEADINGS = (
+    ("cluster", "Cluster instructions (the cluster admin's doctrine)"),
+    ("namespace", "Namespace instructions (the namespace admin's doctrine)"),
+)
+
+
+def _instruction_texts(step: StepInput) -> list[tuple[str, str]]:
+    found = step.instructions
+    if found is None:
+        return []
+    return [
+        (heading, getattr(found, field))
+        for field, heading in _INSTRUCTION_HEADINGS
+        if getattr(found, field)
+    ]
+
+
 def extract_user_prompt(step: StepInput) -> str:
+    doctrine = "".join(f"\n## {heading}\n{text}\n" for heading, text in _instruction_texts(step))
     return f"""\
 ## Task
 {step.task}
 
 ## Stop when
 {step.stopWhen}
-
+{doctrine}
 Read these words and call final_result with what they allow."""
 
 
 def quote_choices(step: StepInput) -> list[str]:
-    """The sentences a grant may quote: the person's own, as written."""
-    found = list(dict.fromkeys([*sentences(step.task), *sentences(step.stopWhen)]))
+    """The sentences a grant may quote: the person's own and the operators', as written."""
+    texts = [step.task, step.stopWhen, *(text for _, text in _instruction_texts(step))]
+    found = list(dict.fromkeys(s for text in texts for s in sentences(text)))
     return found if sum(len(s) for s in found) <= CHOICES_MAX else []
 
 

@@ -43,6 +43,12 @@ def repair_request(step: StepInput) -> dict[str, Any]:
         "targetStateId": action.targetStateId,
         "task": step.task,
         "stopWhen": step.stopWhen,
+        # The operators' doctrine pinned with this generation: binding like the task.
+        "instructions": (
+            step.instructions.model_dump(mode="json", exclude={"namespaceVersion"})
+            if step.instructions
+            else None
+        ),
         "authority": {
             "authorizedActionId": action.authorizedActionId,
             "authorityBasis": action.authorityBasis,

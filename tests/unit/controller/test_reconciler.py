@@ -901,3 +901,67 @@ async def test_a_status_of_a_later_version_is_left_untouched_with_an_event(
     assert api.count("patch_monitor_status") == writes and status(api) == later
     (event,) = [e for e in api.all("Event") if e["reason"] == "NewerStatus"]
     assert event["type"] == "Warning" and "layout 99" in event["message"]
+
+
+# --- the operators' instructions ---------------------------------------------------------------
+
+
+def step_input(api: FakeApi) -> StepInput:
+    spec = step_in_flight(api)["spec"]
+    return StepInput.model_validate(spec["input"])
+
+
+async def test_instructions_are_read_once_with_the_task_and_reach_every_step(
+    api: FakeApi, clock: Clock
+) -> None:
+    rule = "Never restart Job build during business hours."
+    api.put(
+        "ConfigMap",
+        {
+            "metadata": {"name": "goalkeeper-instructions", "namespace": NS},
+            "data": {"instructions": rule},
+        },
+    )
+    settings = OperatorSettings(model="openai:m", timeScale=1, instructions="Cluster doctrine.")
+    reconciler = Reconciler(api, settings, clock=clock)
+    await reconciler.reconcile(NS, "build")
+    read = step_input(api).instructions
+    assert read is not None
+    assert (read.cluster, read.namespace) == ("Cluster doctrine.", rule)
+    assert read.namespaceVersion  # which version of the ConfigMap, for the record
+    finish(api, extraction())
+    await reconciler.reconcile(NS, "build")
+    assert step_in_flight(api)["spec"]["kind"] == "observe"
+    assert step_input(api).instructions == read
+    assert status(api)["instructions"]["namespace"] == rule
+    assert rule in status(api)["authority"]["prohibitions"]
+    # Read with the task alone: checks of the same generation read nothing more.
+    reads = api.count("get_config_map")
+    finish(api, observation_dict("wait"))
+    await reconciler.reconcile(NS, "build")
+    clock.now += timedelta(minutes=10)
+    await reconciler.reconcile(NS, "build")
+    assert step_input(api).instructions == read
+    assert api.count("get_config_map") == reads
+
+
+async def test_namespace_instructions_over_the_bound_hold_the_task_reading(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    api.put(
+        "ConfigMap",
+        {
+            "metadata": {"name": "goalkeeper-instructions", "namespace": NS},
+            "data": {"instructions": "Never delete anything. " * 200},
+        },
+    )
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    # Fixed outside the run: the reading waits and is retried, saying why, as for a
+    # missing ServiceAccount.
+    assert api.count("create_step") == 0 and st["monitor"] == "active"
+    assert st.get("step") is None and st["stepFailureStreak"] == 1
+    why = "ConfigMap goalkeeper-instructions: data.instructions is 4,599 characters, over the "
+    assert why + "bound of 4,000" in st["schedule"]["description"]
+    ready = next(c for c in st["conditions"] if c["type"] == "Ready")
+    assert why in ready["message"]

@@ -96,6 +96,10 @@ def test_values_and_passthrough() -> None:
         ({"GOALKEEPER_FAILURE_WINDOW_SECONDS": "0"}, "GOALKEEPER_FAILURE_WINDOW_SECONDS: Input"),
         ({"GOALKEEPER_INVALID_ANSWERS_LIMIT": "0"}, "GOALKEEPER_INVALID_ANSWERS_LIMIT: Input"),
         ({"GOALKEEPER_BRAKE_ACTS": "21"}, "GOALKEEPER_BRAKE_ACTS: Input should be less"),
+        (
+            {"GOALKEEPER_INSTRUCTIONS": "x" * 4001},
+            "GOALKEEPER_INSTRUCTIONS: String should have at most 4000 characters",
+        ),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], fragment: str) -> None:

@@ -91,14 +91,7 @@ class TurnBase:
 
     def authority_is_current(self) -> bool:
         """True when authority read from this spec generation's words is recorded."""
-        st = self.status
-        # authorityGeneration is written beside the record for earlier readers; the record's
-        # own generation decides.
-        return (
-            st.contract is not None
-            and st.authority is not None
-            and st.authority.generation == st.observedGeneration
-        )
+        return authority.is_current(self.status, self.status.observedGeneration)
 
     def limit_reached(self) -> bool:
         return self.status.checks >= self.spec.maxChecks

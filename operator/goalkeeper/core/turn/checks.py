@@ -128,7 +128,11 @@ class Turn(Asking):
         if self.current_step(step):
             self.failures_over()
             pinned = authority.pin(
-                self.spec, extraction, generation=st.observedGeneration, author=self.context.author
+                self.spec,
+                extraction,
+                generation=st.observedGeneration,
+                author=self.context.author,
+                instructions=st.instructions,
             )
             st.contract = pinned.contract
             st.authorizedActions = pinned.actions
@@ -139,7 +143,10 @@ class Turn(Asking):
 
     def authority_notice(self, record: AuthorityRecord) -> None:
         kept = [f"{g.field} {g.entry}" for g in record.grants]
-        text = "Authority read from the task: " + ("; ".join(kept) or "no grant, observe only")
+        read_with = authority.instructions_line(self.status.instructions)
+        text = f"Authority read from the task{read_with}: " + (
+            "; ".join(kept) or "no grant, observe only"
+        )
         if record.dropped:
             text += ". Refused: " + "; ".join(record.dropped)
         self.notify(

@@ -98,13 +98,16 @@ class Launching(TurnBase):
             return
         self.record_launch(kind, check, action, woken_by)
         if kind is StepKind.extract:
-            # The person's words alone: nothing the target or a model wrote.
+            # The operators' instructions as they stand now hold for this generation.
+            st.instructions = self.context.instructions
+            # The person's words alone (and the operators'): nothing the target or a model wrote.
             step_input = StepInput(
                 kind=kind,
                 check=check,
                 maxChecks=self.spec.maxChecks,
                 task=self.spec.task,
                 stopWhen=self.spec.stopWhen,
+                instructions=st.instructions,
             )
         else:
             note = health.note_for_observe(st.health) if kind is StepKind.observe else ""
@@ -123,6 +126,7 @@ class Launching(TurnBase):
                 wokenBy=woken_by,
                 approvals=self.policy.approvals,
                 lastRejection=(st.lastRejection or "") if kind is StepKind.observe else "",
+                instructions=st.instructions,
             )
         self.effects.append(LaunchStep(st.stepSeq, kind, step_input, self.now))
         if kind in (StepKind.observe, StepKind.extract):

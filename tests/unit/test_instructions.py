@@ -1,0 +1,177 @@
+"""The operators' instructions (core/authority.py, core/turn/): the cluster admin's and the
+namespace admin's doctrine, read with the task, pinned with its authority for the spec
+generation, and handed to every step of it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.support.engine_loop import Loop
+from tests.support.observations import observation
+
+from goalkeeper.core.authority import instructions_of, pin
+from goalkeeper.core.engine import (
+    AuthorityExtracted,
+    LaunchStep,
+    Notify,
+    ObservationAccepted,
+    Started,
+    TimerDue,
+)
+from goalkeeper.core.models import (
+    INSTRUCTIONS_MAX,
+    AuthorityExtraction,
+    Instructions,
+    MonitorSpec,
+    StepKind,
+    Words,
+)
+
+TASK = (
+    "Keep Deployment payments-api serving. You may scale Deployment payments-api to 3 "
+    "replicas when it is short of them."
+)
+SCALE = "You may scale Deployment payments-api to 3 replicas when it is short of them."
+NEVER = "Never scale Deployment payments-api outside the maintenance window."
+RESTART = "Teams may restart Deployment payments-api with a rollout restart."
+
+
+def scale_action(quote: str = SCALE) -> dict[str, Any]:
+    return {
+        "id": "scale-payments-api",
+        "description": "Scale Deployment payments-api to 3 replicas.",
+        "quote": quote,
+    }
+
+
+def pinned(found: dict[str, Any], **instructions: str) -> Any:
+    return pin(
+        MonitorSpec(task=TASK),
+        AuthorityExtraction.model_validate({"goal": "g", **found}),
+        generation=1,
+        instructions=Instructions(**instructions),
+    )
+
+
+# --- what the words of the operators do -------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["cluster", "namespace"])
+def test_an_instruction_that_forbids_an_action_the_task_allows_drops_it(where: str) -> None:
+    kept = pinned({"authorizedActions": [scale_action()]}, **{where: NEVER})
+    assert kept.actions == []
+    assert kept.record.dropped == [
+        f"authorized action 'scale-payments-api': the {where} instructions forbid it: {NEVER!r}"
+    ]
+    assert NEVER in kept.record.prohibitions
+    # Without the instruction the same reading grants it.
+    assert [a.id for a in pinned({"authorizedActions": [scale_action()]}).actions] == [
+        "scale-payments-api"
+    ]
+
+
+def test_an_instruction_that_grants_is_quoted_with_whose_words_it_is() -> None:
+    found = {
+        "allowedResources": [{"entry": "deployments/payments-api", "quote": RESTART}],
+        "authorizedActions": [
+            {
+                "id": "restart-payments-api",
+                "description": "Restart Deployment payments-api with a rollout restart.",
+                "quote": RESTART,
+            },
+            scale_action(),
+        ],
+    }
+    kept = pinned(found, namespace=f"Payments runs in this namespace. {RESTART}")
+    assert [a.id for a in kept.actions] == ["restart-payments-api", "scale-payments-api"]
+    sources = {(g.field, g.entry): g.source for g in kept.record.grants}
+    assert sources == {
+        ("allowedResources", "deployments/payments-api"): Words.namespaceInstructions,
+        ("authorizedActions", "restart-payments-api"): Words.namespaceInstructions,
+        ("authorizedActions", "scale-payments-api"): Words.task,
+    }
+
+
+def test_a_quote_may_not_run_across_the_task_and_the_instructions() -> None:
+    # The stop rule's last words and the instructions' first, quoted as one: nobody wrote that.
+    across = "the user explicitly asks to stop. Teams may restart Deployment payments-api"
+    found = {"authorizedActions": [scale_action(across)]}
+    kept = pinned(found, cluster=RESTART)
+    assert kept.actions == []
+    assert kept.record.dropped == [
+        "authorized action 'scale-payments-api': its quote runs across two sources of words"
+    ]
+
+
+def test_a_grant_quoted_from_instructions_that_are_not_there_is_refused() -> None:
+    kept = pinned({"authorizedActions": [scale_action(RESTART)]})
+    assert kept.actions == []
+    assert (
+        "its quote is not in the task, the stop rule or the instructions"
+        in (kept.record.dropped[0])
+    )
+
+
+# --- the namespace's ConfigMap, read -----------------------------------------------------------
+
+
+def test_instructions_from_the_cluster_and_the_namespace() -> None:
+    read = instructions_of(" Cluster rule. ", {"instructions": " Namespace rule. "}, "42")
+    assert read == Instructions(
+        cluster="Cluster rule.", namespace="Namespace rule.", namespaceVersion="42"
+    )
+    assert instructions_of("", None) == Instructions()
+
+
+def test_a_namespace_configmap_without_the_key_or_over_the_bound_is_named() -> None:
+    missing = instructions_of("", {"rules": "Never delete anything."})
+    assert missing == (
+        "ConfigMap goalkeeper-instructions has no data.instructions: write the instructions "
+        "under that key."
+    )
+    over = instructions_of("", {"instructions": "x" * (INSTRUCTIONS_MAX + 1)})
+    assert isinstance(over, str)
+    assert "data.instructions is 4,001 characters, over the bound of 4,000" in over
+
+
+# --- pinned for the generation -----------------------------------------------------------------
+
+
+def extract_launch(effects: tuple[object, ...]) -> LaunchStep:
+    (launch,) = [e for e in effects if isinstance(e, LaunchStep)]
+    assert launch.kind is StepKind.extract
+    return launch
+
+
+def test_instructions_are_pinned_when_the_task_is_read_and_held_for_the_whole_generation() -> None:
+    first = Instructions(namespace=NEVER, namespaceVersion="7")
+    loop = Loop(options={"instructions": first}, task=TASK)
+    launch = extract_launch(loop.send(Started(generation=1)))
+    assert launch.input.instructions == first
+    found = AuthorityExtraction.model_validate({"goal": "g", "authorizedActions": [scale_action()]})
+    effects = loop.send(AuthorityExtracted(loop.seq, found))
+    (notice,) = [e for e in effects if isinstance(e, Notify) and e.reason == "AuthorityRecorded"]
+    assert "with the namespace instructions (ConfigMap goalkeeper-instructions, " in (
+        notice.message
+    )
+    assert "resourceVersion 7" in notice.message
+    assert loop.status.authorizedActions == []  # the namespace forbids it
+    assert loop.status.instructions == first
+    (observe,) = [e for e in effects if isinstance(e, LaunchStep)]
+    assert observe.input.instructions == first
+
+    # The namespace admin lifts the rule mid-run: this generation keeps what it was read with.
+    loop.options = {"instructions": Instructions(namespace="Anything goes.")}
+    loop.observe(observation("wait", contract=None, authorizedActions=None))
+    loop.later(loop.spec.everyMinutes)
+    (timed,) = [e for e in loop.send(TimerDue()) if isinstance(e, LaunchStep)]
+    assert timed.kind is StepKind.observe and timed.input.instructions == first
+
+    # A spec edit reads the task again, with the instructions as they stand then.
+    loop.spec = loop.spec.model_copy(update={"everyMinutes": 5})
+    loop.send(Started(generation=2))
+    obs = observation("wait", contract=None, authorizedActions=None)
+    launch = extract_launch(loop.send(ObservationAccepted(loop.seq, obs)))
+    assert launch.input.instructions == Instructions(namespace="Anything goes.")
+    assert loop.status.instructions == Instructions(namespace="Anything goes.")
