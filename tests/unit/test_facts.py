@@ -62,6 +62,7 @@ def test_the_goal_is_about_what_the_stop_rule_names_else_the_task() -> None:
     "fact",
     [
         job(suspended=True),
+        job(failed=1, ended="Failed"),  # the stop rule may end the run; the goal is not met
         job(active=1),
         job(active=0),  # resumed, no pod yet
         deployment(availableReplicas=0, readyReplicas=0),
@@ -77,7 +78,7 @@ def test_goal_complete_is_refused_while_the_named_target_is_not_done(fact: Objec
     "fact",
     [
         job(succeeded=1, ended="Complete"),
-        job(failed=1, ended="Failed"),
+        job(succeeded=1, failed=1, ended="Complete"),  # a retry within the Job succeeded
         deployment(),
         deployment(replicas=0, readyReplicas=0, availableReplicas=0, updatedReplicas=0),
     ],

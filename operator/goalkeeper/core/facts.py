@@ -131,6 +131,13 @@ def contradiction(
             unfinished = fact.kind is FactKind.Job and fact.ended is None
             if unfinished or (fact.kind in _WORKLOADS and _rollout_short(fact)):
                 return f"goal 'complete' contradicts what the step read: {describe(fact)}."
+            if fact.kind is FactKind.Job and fact.ended is JobEnd.Failed and not fact.succeeded:
+                # A stop rule may end the run on a failure; the goal is still not met.
+                return (
+                    f"goal 'complete' contradicts what the step read: {describe(fact)}: a Job "
+                    "that failed completes no goal (route act when the task allows a re-run, "
+                    "else stop with goal incomplete)."
+                )
             wanted = _short_of_stop_rule(fact, stop_when) if fact.kind in _WORKLOADS else None
             if wanted is not None:
                 return (
