@@ -17,6 +17,8 @@ import yaml
 from pydantic import BaseModel
 
 from goalkeeper.core.models import (
+    ModelConfigSpec,
+    ModelConfigStatus,
     MonitorApprovalSpec,
     MonitorSpec,
     MonitorStatus,
@@ -238,6 +240,13 @@ def monitor_crd() -> Schema:
                 "jsonPath": ".status.modelUsage.costUsd",
                 "priority": 1,
             },
+            # Empty: the operator's own model settings.
+            {
+                "name": "Model Config",
+                "type": "string",
+                "jsonPath": ".status.modelConfig",
+                "priority": 1,
+            },
         ],
     )
 
@@ -286,10 +295,35 @@ def monitorapproval_crd() -> Schema:
     )
 
 
+def modelconfig_crd() -> Schema:
+    return _crd(
+        kind="ModelConfig",
+        plural="modelconfigs",
+        short_names=["mc"],
+        spec=structural(ModelConfigSpec, cel=False),
+        status=structural(ModelConfigStatus, cel=False),
+        description=(
+            "The model the Monitors of a namespace use: provider and model, base URL, the API "
+            "key's Secret in this namespace, prices, per-step limits and a spend cap for them "
+            "all. A Monitor uses the one its annotation goalkeeper.dev/model-config names, "
+            "else the one named default, else the operator's settings."
+        ),
+        columns=[
+            {"name": "Provider", "type": "string", "jsonPath": ".spec.provider"},
+            {"name": "Model", "type": "string", "jsonPath": ".spec.model"},
+            {"name": "Monitors", "type": "integer", "jsonPath": ".status.monitorCount"},
+            {"name": "Spend", "type": "number", "jsonPath": ".status.spendUsd"},
+            {"name": "Cap", "type": "number", "jsonPath": ".spec.spendCapUsd"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+    )
+
+
 FILES = {
     "monitors.goalkeeper.dev.yaml": monitor_crd,
     "monitorsteps.goalkeeper.dev.yaml": monitorstep_crd,
     "monitorapprovals.goalkeeper.dev.yaml": monitorapproval_crd,
+    "modelconfigs.goalkeeper.dev.yaml": modelconfig_crd,
 }
 
 

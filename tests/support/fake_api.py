@@ -185,6 +185,16 @@ class FakeApi:
         self._enter("get_config_map", name)
         return self._read("ConfigMap", namespace, name)
 
+    async def get_model_config(self, namespace: str, name: str) -> Body:
+        self._enter("get_model_config", name)
+        return self._read("ModelConfig", namespace, name)
+
+    async def patch_model_config_status(self, namespace: str, name: str, status: Body) -> Body:
+        self._enter("patch_model_config_status", name)
+        found = self._read("ModelConfig", namespace, name)
+        found["status"] = copy.deepcopy(status)
+        return self.put("ModelConfig", found)
+
     async def list_approvals(self, namespace: str) -> list[Body]:
         self._enter("list_approvals", namespace)
         return [

@@ -112,8 +112,11 @@ class ModelServer:
         prompt_tokens: int = 100,
         completion_tokens: int = 20,
         default: Responder | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.model = model
+        # When set, a request without this bearer key is refused, as a provider would.
+        self.api_key = api_key
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
         self.default = default
@@ -236,6 +239,8 @@ class ModelServer:
             self.requests.append(record)
             if not path.rstrip("/").endswith("/chat/completions"):
                 reply: Reply | Responder = HttpError(404, f"unknown path {path}")
+            elif self.api_key and headers.get("authorization") != f"Bearer {self.api_key}":
+                reply = HttpError(401, "invalid API key")
             elif self._outage is not None:
                 reply = self._outage
             elif self._failures:

@@ -145,6 +145,7 @@ def test_crds_command_prints_yaml_documents(capsys: object) -> None:
         "monitors.goalkeeper.dev",
         "monitorsteps.goalkeeper.dev",
         "monitorapprovals.goalkeeper.dev",
+        "modelconfigs.goalkeeper.dev",
     ]
 
 

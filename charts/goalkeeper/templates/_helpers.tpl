@@ -48,6 +48,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [goalkeeper.dev]
   resources: [monitorapprovals]
   verbs: [get, list, watch]
+# The model a namespace's Monitors use; the operator keeps who spent what through it.
+- apiGroups: [goalkeeper.dev]
+  resources: [modelconfigs]
+  verbs: [get, list, watch]
+- apiGroups: [goalkeeper.dev]
+  resources: [modelconfigs/status]
+  verbs: [patch]
 # Owner references with blockOwnerDeletion need update on the owner's finalizers.
 - apiGroups: [goalkeeper.dev]
   resources: [monitors/finalizers, monitorsteps/finalizers]

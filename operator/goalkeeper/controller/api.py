@@ -165,6 +165,8 @@ class Api(Protocol):
     async def create_event(self, namespace: str, body: Body) -> Body: ...
     async def get_service_account(self, namespace: str, name: str) -> Body: ...
     async def get_config_map(self, namespace: str, name: str) -> Body: ...
+    async def get_model_config(self, namespace: str, name: str) -> Body: ...
+    async def patch_model_config_status(self, namespace: str, name: str, status: Body) -> Body: ...
     async def list_approvals(self, namespace: str) -> list[Body]: ...
     async def review_access(self, author: Author, permission: Permission) -> bool: ...
 
@@ -365,6 +367,28 @@ class KubeApi:
         return await self._call(
             f"read ConfigMap {namespace}/{name}",
             lambda: self.core.read_namespaced_config_map(name, namespace, _preload_content=False),
+        )
+
+    async def get_model_config(self, namespace: str, name: str) -> Body:
+        return await self._call(
+            f"read ModelConfig {namespace}/{name}",
+            lambda: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "modelconfigs", name, _preload_content=False
+            ),
+        )
+
+    async def patch_model_config_status(self, namespace: str, name: str, status: Body) -> Body:
+        return await self._call(
+            f"write the status of ModelConfig {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                "modelconfigs",
+                name,
+                {"status": status},
+                _preload_content=False,
+            ),
         )
 
     async def list_approvals(self, namespace: str) -> list[Body]:

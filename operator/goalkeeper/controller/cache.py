@@ -34,6 +34,7 @@ Key = tuple[str, str]
 ACCOUNT_TTL = 300.0
 
 MONITOR, STEP, JOB, POD = "Monitor", "MonitorStep", "Job", "Pod"
+MODEL_CONFIG = "ModelConfig"
 
 STEP_ANNOTATIONS = (ANNOTATION_LAUNCH, ANNOTATION_LAUNCHED_AT)
 
@@ -118,7 +119,16 @@ class WatchCache:
     """One entry per live object of ours, fed by the watches and by our own writes."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._objects: dict[str, dict[Key, Entry]] = {MONITOR: {}, STEP: {}, JOB: {}, POD: {}}
+        self._objects: dict[str, dict[Key, Entry]] = {
+            MONITOR: {},
+            STEP: {},
+            JOB: {},
+            POD: {},
+            MODEL_CONFIG: {},
+        }
+        # ModelConfig names the API server said are absent, and when: most namespaces have
+        # none, and the watch shows one as soon as it is made.
+        self._absent_configs: dict[Key, float] = {}
         # monitor uid -> seq -> step name: the history a prune works from.
         self._history: dict[str, dict[int, str]] = defaultdict(dict)
         self._accounts: dict[Key, float] = {}
@@ -138,6 +148,8 @@ class WatchCache:
         if not _newer_or_same(body, store.get(key)):
             self.drop(kind, *key)
             return
+        if kind == MODEL_CONFIG:
+            self._absent_configs.pop(key, None)
         if kind == STEP:
             self._put_step(key, body)
         elif kind == JOB:
@@ -208,6 +220,13 @@ class WatchCache:
 
     def account_seen(self, namespace: str, name: str) -> None:
         self._accounts[(namespace, name)] = self._clock()
+
+    def config_absent(self, namespace: str, name: str) -> bool:
+        seen = self._absent_configs.get((namespace, name))
+        return seen is not None and self._clock() - seen < ACCOUNT_TTL
+
+    def config_missing(self, namespace: str, name: str) -> None:
+        self._absent_configs[(namespace, name)] = self._clock()
 
     def sizes(self) -> dict[str, int]:
         return {kind: len(store) for kind, store in self._objects.items()}
@@ -303,6 +322,23 @@ class CachedApi:
     async def get_config_map(self, namespace: str, name: str) -> Body:
         # Read once per spec generation, when its task is read: not worth a watch.
         return await self.api.get_config_map(namespace, name)
+
+    async def get_model_config(self, namespace: str, name: str) -> Body:
+        cached = self.cache.get(MODEL_CONFIG, namespace, name)
+        if cached is not None:
+            return cached
+        if self.cache.config_absent(namespace, name):
+            raise NotFound(f"ModelConfig {namespace}/{name} not found (cached)", 404)
+        try:
+            return await self.api.get_model_config(namespace, name)
+        except NotFound:
+            self.cache.config_missing(namespace, name)
+            raise
+
+    async def patch_model_config_status(self, namespace: str, name: str, status: Body) -> Body:
+        written = await self.api.patch_model_config_status(namespace, name, status)
+        self.cache.put(MODEL_CONFIG, written)
+        return written
 
     async def list_approvals(self, namespace: str) -> list[Body]:
         return await self.api.list_approvals(namespace)

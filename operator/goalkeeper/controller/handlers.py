@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 
 from goalkeeper.controller import metrics
-from goalkeeper.controller.cache import JOB, MONITOR, POD, STEP, WatchCache
+from goalkeeper.controller.cache import JOB, MODEL_CONFIG, MONITOR, POD, STEP, WatchCache
 from goalkeeper.controller.manifests import (
     ANNOTATION_MONITOR,
     GROUP,
@@ -36,6 +36,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     kopf.on.event("batch", "v1", "jobs", labels=ours, registry=registry)(on_job)
     kopf.on.event("", "v1", "pods", labels=ours, registry=registry)(on_pod)
     kopf.on.event(GROUP, VERSION, "monitorapprovals", registry=registry)(on_approval)
+    kopf.on.event(GROUP, VERSION, "modelconfigs", registry=registry)(on_model_config)
 
 
 def _track(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) -> bool:
@@ -112,3 +113,8 @@ async def on_approval(
     monitor = (body.get("spec") or {}).get("monitor")
     if namespace is not None and isinstance(monitor, str) and event.get("type") != "DELETED":
         memo.queue.trigger(namespace, monitor)
+
+
+async def on_model_config(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    # Read at each step's launch, from the cache; an edit counts from the next step.
+    _track(memo.cache, MODEL_CONFIG, event, body)

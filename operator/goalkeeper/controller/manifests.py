@@ -7,6 +7,7 @@ finds its own earlier object (AlreadyExists) instead of making a second one.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core.engine import LaunchStep
+from goalkeeper.core.modelconfig import OPERATOR_SETTINGS, ModelChoice, model_string
 from goalkeeper.core.models import MUTATING_STEPS, MonitorStepSpec, StepKind
 
 GROUP = "goalkeeper.dev"
@@ -158,8 +160,12 @@ def monitor_step(monitor: Manifest, launch: LaunchStep) -> Manifest:
     }
 
 
-def step_job(step: Manifest, settings: OperatorSettings) -> Manifest:
+def step_job(
+    step: Manifest, settings: OperatorSettings, choice: ModelChoice = OPERATOR_SETTINGS
+) -> Manifest:
+    """The Job that runs `step`, with the model `choice` names (the operator's by default)."""
     meta = step["metadata"]
+    model = StepModel.of(settings, choice)
     kind = StepKind(step["spec"]["kind"])
     # Only a step that changes something runs as the actor; reading the task needs no
     # Kubernetes rights at all, and runs with the observer's read-only ones.
@@ -203,7 +209,7 @@ def step_job(step: Manifest, settings: OperatorSettings) -> Manifest:
                             "name": "step",
                             "image": settings.stepImage,
                             "command": ["goalkeeper-step", kind.value],
-                            "env": step_env(meta, kind, settings),
+                            "env": step_env(meta, kind, settings, model),
                             "securityContext": {
                                 "allowPrivilegeEscalation": False,
                                 "readOnlyRootFilesystem": True,
@@ -215,37 +221,98 @@ def step_job(step: Manifest, settings: OperatorSettings) -> Manifest:
                                 "limits": {"cpu": "1", "memory": "1Gi"},
                             },
                             "terminationMessagePolicy": "FallbackToLogsOnError",
-                            "volumeMounts": step_mounts(settings),
+                            "volumeMounts": step_mounts(model),
                         }
                     ],
-                    "volumes": step_volumes(settings),
+                    "volumes": step_volumes(model),
                 },
             },
         },
     }
 
 
-def step_volumes(settings: OperatorSettings) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class StepModel:
+    """The model a step runs with, as its pod gets it: from a ModelConfig of the Monitor's
+    namespace, or the operator's own settings."""
+
+    model: str
+    base_url: str
+    key_secret: str
+    key: str
+    # Where the key comes from, for the step's error when it is missing; a ModelConfig's
+    # Secret is mounted optional, so that error names it instead of a pod stuck pending.
+    key_source: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, settings: OperatorSettings, choice: ModelChoice = OPERATOR_SETTINGS) -> StepModel:
+        spec = choice.spec
+        if spec is None:
+            return cls(
+                settings.model,
+                settings.modelBaseUrl,
+                settings.modelApiKeySecret,
+                settings.modelApiKeySecretKey,
+                env=tuple(sorted(settings.stepEnv.items())),
+            )
+        env = dict(settings.stepEnv)
+        if spec.prices is not None:
+            env["GOALKEEPER_PRICE_INPUT_PER_MTOK"] = repr(spec.prices.inputPerMTokUsd)
+            env["GOALKEEPER_PRICE_OUTPUT_PER_MTOK"] = repr(spec.prices.outputPerMTokUsd)
+        limits = spec.stepLimits.model_dump(exclude_none=True) if spec.stepLimits else {}
+        env.update({_LIMIT_ENV[name]: str(value) for name, value in limits.items()})
+        secret = spec.apiKeySecret
+        source = (
+            f"key {secret.key} of Secret {secret.name}, named by ModelConfig {choice.name}"
+            if secret is not None
+            else ""
+        )
+        return cls(
+            model_string(spec),
+            spec.baseUrl or "",
+            secret.name if secret is not None else "",
+            secret.key if secret is not None else "",
+            source,
+            tuple(sorted(env.items())),
+        )
+
+
+# ModelConfig spec.stepLimits -> the step setting it sets.
+_LIMIT_ENV = {
+    "requests": "GOALKEEPER_REQUEST_LIMIT",
+    "toolCalls": "GOALKEEPER_TOOL_CALLS_LIMIT",
+    "totalTokens": "GOALKEEPER_TOTAL_TOKENS_LIMIT",
+    "maxOutputTokens": "GOALKEEPER_MAX_OUTPUT_TOKENS",
+    "costUsd": "GOALKEEPER_COST_LIMIT_USD",
+}
+
+
+def step_volumes(model: StepModel) -> list[dict[str, Any]]:
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
-    if settings.modelApiKeySecret:
+    if model.key_secret:
         # Owner-read only; the kubelet adds group read for the pod's fsGroup, the step's.
-        secret = {
-            "secretName": settings.modelApiKeySecret,
-            "items": [{"key": settings.modelApiKeySecretKey, "path": "api-key"}],
+        secret: dict[str, Any] = {
+            "secretName": model.key_secret,
+            "items": [{"key": model.key, "path": "api-key"}],
             "defaultMode": 0o400,
         }
+        if model.key_source:
+            secret["optional"] = True
         volumes.append({"name": MODEL_KEY_VOLUME, "secret": secret})
     return volumes
 
 
-def step_mounts(settings: OperatorSettings) -> list[dict[str, Any]]:
+def step_mounts(model: StepModel) -> list[dict[str, Any]]:
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": POD_TMP}]
-    if settings.modelApiKeySecret:
+    if model.key_secret:
         mounts.append({"name": MODEL_KEY_VOLUME, "mountPath": MODEL_KEY_DIR, "readOnly": True})
     return mounts
 
 
-def step_env(meta: Manifest, kind: StepKind, settings: OperatorSettings) -> list[dict[str, Any]]:
+def step_env(
+    meta: Manifest, kind: StepKind, settings: OperatorSettings, model: StepModel
+) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": "GOALKEEPER_STEP_NAME", "value": meta["name"]},
         {"name": "GOALKEEPER_STEP_NAMESPACE", "value": meta["namespace"]},
@@ -253,17 +320,19 @@ def step_env(meta: Manifest, kind: StepKind, settings: OperatorSettings) -> list
         # against the pod its token is bound to.
         {"name": "GOALKEEPER_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "GOALKEEPER_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
-        {"name": "GOALKEEPER_MODEL", "value": settings.model},
+        {"name": "GOALKEEPER_MODEL", "value": model.model},
         {"name": "HOME", "value": POD_TMP},
     ]
-    if settings.modelBaseUrl:
-        env.append({"name": "GOALKEEPER_MODEL_BASE_URL", "value": settings.modelBaseUrl})
-    if settings.modelApiKeySecret:
+    if model.base_url:
+        env.append({"name": "GOALKEEPER_MODEL_BASE_URL", "value": model.base_url})
+    if model.key_secret:
         # The key stays in its Secret: the pod reads its file, the Job spec never holds it.
         env.append({"name": "GOALKEEPER_MODEL_API_KEY_FILE", "value": MODEL_KEY_FILE})
+    if model.key_source:
+        env.append({"name": "GOALKEEPER_MODEL_API_KEY_SOURCE", "value": model.key_source})
     if kind is StepKind.repair and settings.repairCommand:
         env.append({"name": "GOALKEEPER_REPAIR_COMMAND", "value": settings.repairCommand})
-    env.extend({"name": k, "value": v} for k, v in sorted(settings.stepEnv.items()))
+    env.extend({"name": k, "value": v} for k, v in model.env)
     return env
 
 

@@ -31,7 +31,7 @@ from goalkeeper.controller.api import (
     denied_permissions,
 )
 from goalkeeper.controller.settings import OperatorSettings
-from goalkeeper.core import authority, migrate, permissions
+from goalkeeper.core import authority, migrate, modelconfig, permissions
 from goalkeeper.core.controls import Controls, controls_of
 from goalkeeper.core.engine import (
     ApprovalAnswered,
@@ -54,6 +54,7 @@ from goalkeeper.core.engine import (
     timer_step_needs_its_job,
     unreadable,
 )
+from goalkeeper.core.modelconfig import ModelChoice
 from goalkeeper.core.models import (
     INSTRUCTIONS_CONFIGMAP,
     MUTATING_STEPS,
@@ -203,6 +204,8 @@ class Reconciler:
         # The operators' instructions read this round for a monitor whose task may be read
         # (or why the namespace's cannot be used); absent when the round reads no task.
         self._instructions: dict[Key, Instructions | str] = {}
+        # The model each monitor's steps run with, found this round.
+        self._models: dict[Key, ModelChoice] = {}
 
     # --- the reconcile ---
 
@@ -236,6 +239,7 @@ class Reconciler:
                 self.settled.pop(key, None)
                 self._checked_steps.pop(key, None)
                 self._instructions.pop(key, None)
+                self._models.pop(key, None)
                 metrics.forget_monitor(namespace, name)
                 return None
             read = read_status(monitor)
@@ -408,6 +412,7 @@ class Reconciler:
             log.debug("%s/%s: nothing to do", meta["namespace"], meta["name"])
             return None, facts, status
         await self._read_instructions(monitor, status)
+        await self._choose_model(monitor)
         decision = await self._author_reviewed(monitor, spec, status, event, now)
         log.debug("%s/%s: %s -> %s", meta["namespace"], meta["name"], event, decision.effects)
         return await self._carry_out(monitor, spec, decision), facts, status
@@ -427,6 +432,19 @@ class Reconciler:
             None if found is None else dict(found.get("data") or {}),
             "" if found is None else str(found["metadata"].get("resourceVersion") or ""),
         )
+
+    async def _choose_model(self, monitor: Body) -> None:
+        """The ModelConfig this monitor's next step runs with (the operator's settings when
+        its namespace has none and it names none); a config edit counts from the next step."""
+        meta = monitor["metadata"]
+        namespace = meta["namespace"]
+        name, named = modelconfig.config_name(meta.get("annotations"))
+        found = await self._get(self.api.get_model_config, namespace, name)
+        self._models[(namespace, meta["name"])] = modelconfig.choose(name, named, namespace, found)
+
+    def _model(self, monitor: Body) -> ModelChoice:
+        meta = monitor["metadata"]
+        return self._models.get((meta["namespace"], meta["name"]), modelconfig.OPERATOR_SETTINGS)
 
     async def _timer_step(
         self, monitor: Body, spec: MonitorSpec, status: MonitorStatus
@@ -580,6 +598,7 @@ class Reconciler:
             author_denied=author_denied,
             controls=Controls() if as_launched else controls_of(annotations),
             instructions=instructions if isinstance(instructions, Instructions) else None,
+            model=self._model(monitor),
         )
         return decide(spec, status, event, now, self.policy, context)
 
@@ -728,11 +747,14 @@ class Reconciler:
         """A missing dependency the step cannot run without, named for the user."""
         meta = monitor["metadata"]
         namespace = meta["namespace"]
-        if not self.settings.model:
+        if not self.settings.model and self._model(monitor).spec is None:
             return "No model is configured: set GOALKEEPER_MODEL (openai:NAME or anthropic:NAME)."
         instructions = self._instructions.get((namespace, meta["name"]))
         if kind is StepKind.extract and isinstance(instructions, str):
             return f"The namespace's instructions cannot be read with the task: {instructions}"
+        model = self._model(monitor)
+        if model.problem:
+            return model.problem
         account = (
             self.settings.actorServiceAccount
             if kind in MUTATING_STEPS
@@ -773,7 +795,7 @@ class Reconciler:
         if not manifests.same_step(created, step, reading=reading):
             raise ForeignObject(_not_launched(created))
         self._checked_steps[(namespace, meta["name"])] = created["metadata"]["uid"]
-        job = manifests.step_job(created, self.settings)
+        job = manifests.step_job(created, self.settings, self._model(monitor))
         # A step made just now has no Job yet: create it without looking first.
         found = (
             None if fresh else await self._get(self.api.get_job, namespace, job["metadata"]["name"])

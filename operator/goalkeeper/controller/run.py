@@ -18,6 +18,7 @@ from kubernetes import client, config
 from goalkeeper.controller import metrics
 from goalkeeper.controller.api import API_THREADS, KubeApi
 from goalkeeper.controller.cache import CachedApi, WatchCache
+from goalkeeper.controller.configs import keep_config_statuses
 from goalkeeper.controller.handlers import register
 from goalkeeper.controller.leader import LeaderElector, standby_health
 from goalkeeper.controller.manifests import GROUP, LABEL_STEP
@@ -182,6 +183,7 @@ async def _run_kopf(
         else None
     )
     resync = asyncio.get_running_loop().create_task(queue.resync_forever())
+    statuses = asyncio.get_running_loop().create_task(keep_config_statuses(cache, kube))
     try:
         await kopf.operator(
             registry=build_registry(),
@@ -195,6 +197,7 @@ async def _run_kopf(
         )
     finally:
         resync.cancel()
+        statuses.cancel()
         await queue.close()
         await watches.close()
 

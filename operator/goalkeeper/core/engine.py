@@ -32,6 +32,7 @@ from goalkeeper.core.events import (
     TimerDue,
 )
 from goalkeeper.core.migrate import Read, count_of
+from goalkeeper.core.modelconfig import ModelChoice
 from goalkeeper.core.models import (
     PREVIOUS_RUNS_KEPT,
     Condition,
@@ -165,7 +166,9 @@ def timer_launched(
         or at < schedule.nextCheckAt
     ):
         return None
-    turn = Turn(None, status.model_copy(deep=True), at, DEFAULT_POLICY, NO_CONTEXT)
+    # Unrecorded only with the model config of the launch before it (turn/schedule.py).
+    same_model = Context(model=ModelChoice(status.modelConfig))
+    turn = Turn(None, status.model_copy(deep=True), at, DEFAULT_POLICY, same_model)
     turn.record_launch(StepKind.observe, status.checks + 1, None)
     return turn.decision().status
 

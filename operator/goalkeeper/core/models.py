@@ -692,6 +692,9 @@ class StepInFlight(Model):
     wokenBy: Annotated[str, Field(max_length=300)] = Field(
         default="", description="The target change that started this observe step early."
     )
+    modelConfig: Annotated[str, Field(max_length=253)] = Field(
+        default="", description="The ModelConfig the step runs with; empty: the operator's."
+    )
 
 
 class ApprovalDecision(StrEnum):
@@ -861,6 +864,96 @@ class ModelUsage(Model):
     unpricedSteps: Count = Field(default=0, description="Steps whose cost is unknown.")
 
 
+class ConfigUsage(Model):
+    """A monitor's model usage through one ModelConfig ('' for the operator's settings)."""
+
+    config: Annotated[str, Field(max_length=253)] = ""
+    requests: Count = 0
+    inputTokens: Annotated[int, Field(ge=0)] = 0
+    outputTokens: Annotated[int, Field(ge=0)] = 0
+    costUsd: Number = 0
+
+
+# --- the ModelConfig resource ------------------------------------------------------------
+
+# The ModelConfig a Monitor uses: the one this annotation names, else `default`.
+MODEL_CONFIG_ANNOTATION, DEFAULT_MODEL_CONFIG = "goalkeeper.dev/model-config", "default"
+# Monitors a ModelConfig's status lists by name, most spend first.
+CONFIG_USERS_KEPT = 100
+
+
+class ModelProvider(StrEnum):
+    openai = "openai"  # any OpenAI-compatible Chat Completions server
+    anthropic = "anthropic"
+
+
+class SecretKeyRef(Model):
+    """A key of a Secret in the ModelConfig's own namespace."""
+
+    name: Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]
+    key: Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]+$", min_length=1, max_length=253)] = (
+        "api-key"
+    )
+
+
+class ModelPrices(Model):
+    """US dollars per million tokens; a step's cost is its usage at these prices."""
+
+    inputPerMTokUsd: Annotated[float, Field(ge=0, le=10_000)]
+    outputPerMTokUsd: Annotated[float, Field(ge=0, le=10_000)]
+
+
+class StepLimits(Model):
+    """Per-step limits of the steps that use this model; unset ones keep the operator's."""
+
+    requests: Annotated[int, Field(ge=1, le=1000)] | None = None
+    toolCalls: Annotated[int, Field(ge=0, le=10_000)] | None = None
+    totalTokens: Annotated[int, Field(ge=1000, le=100_000_000)] | None = None
+    maxOutputTokens: Annotated[int, Field(ge=16, le=1_000_000)] | None = None
+    costUsd: Annotated[float, Field(ge=0, le=1_000_000)] | None = None
+
+
+class ModelConfigSpec(Model):
+    """The model a namespace's Monitors use, with its key, prices, limits and spend cap."""
+
+    provider: ModelProvider
+    model: Annotated[str, Field(pattern=r"^\S+$", min_length=1, max_length=200)] = Field(
+        description="The provider's model name, e.g. gpt-4o-mini."
+    )
+    baseUrl: Annotated[str, Field(pattern=r"^https?://\S+$", max_length=2000)] | None = Field(
+        default=None, description="The server's base URL, for an OpenAI-compatible server."
+    )
+    apiKeySecret: SecretKeyRef | None = Field(
+        default=None,
+        description="The API key: a Secret in this namespace, read by the steps by reference.",
+    )
+    prices: ModelPrices | None = None
+    stepLimits: StepLimits | None = None
+    spendCapUsd: Annotated[float, Field(gt=0, le=1_000_000_000)] | None = Field(
+        default=None,
+        description="Model spend of all the Monitors that use this config together; at the "
+        "cap they stop before another step.",
+    )
+
+
+class ConfigUser(Model):
+    monitor: Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]
+    costUsd: Number = 0
+    inputTokens: Annotated[int, Field(ge=0)] = 0
+    outputTokens: Annotated[int, Field(ge=0)] = 0
+
+
+class ModelConfigStatus(Model):
+    """Who uses this config and what they spent through it (kept by the operator)."""
+
+    monitors: Annotated[list[ConfigUser], Field(max_length=CONFIG_USERS_KEPT)] = Field(
+        default_factory=list
+    )
+    monitorCount: Count = 0
+    spendUsd: Number = Field(default=0, description="Model spend of every Monitor through it.")
+    observedGeneration: Annotated[int, Field(ge=0)] | None = None
+
+
 class PreviousRun(Model):
     """A run that stopped before a spec edit started a new one."""
 
@@ -976,6 +1069,13 @@ class MonitorStatus(Model):
     observedGeneration: Annotated[int, Field(ge=0)] | None = None
     activity: Activity = Field(default=Activity.starting, description="What runs now.")
     modelUsage: ModelUsage = Field(default_factory=ModelUsage)
+    modelConfig: Annotated[str, Field(max_length=253)] = Field(
+        default="",
+        description="The ModelConfig the latest step ran with; empty: the operator's settings.",
+    )
+    usageByConfig: Annotated[list[ConfigUsage], Field(max_length=8)] = Field(
+        default_factory=list, description="Model usage through each ModelConfig used."
+    )
     previousRuns: Annotated[list[PreviousRun], Field(max_length=PREVIOUS_RUNS_KEPT)] = Field(
         default_factory=list, description="Runs that stopped before a spec edit restarted it."
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from goalkeeper.core.controls import Controls
+from goalkeeper.core.modelconfig import OPERATOR_SETTINGS, ModelChoice
 from goalkeeper.core.models import Instructions
 
 STALL_CHECKS = 3
@@ -71,6 +72,7 @@ class Context:
     `instructions`: the operators' instructions as they stand now; the caller reads them
     when `instructions_needed` says this decision may read the task, and they are pinned
     then (None: not read, none).
+    `model`: the ModelConfig (or the operator's settings) a step launched now runs with.
     """
 
     namespace: str = "default"
@@ -78,3 +80,4 @@ class Context:
     author_denied: str = ""
     controls: Controls = field(default_factory=Controls)
     instructions: Instructions | None = None
+    model: ModelChoice = OPERATOR_SETTINGS

@@ -9,6 +9,7 @@ a `refused writes: ...` line ends the evidence (or the error).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from goalkeeper.core.models import (
     StepUsage,
 )
 from goalkeeper.step import facts, prompts
+from goalkeeper.step.credentials import KEY_SOURCE_VAR
 from goalkeeper.step.errors import ERROR_MAX, RunFacts, explain, limit_hit
 from goalkeeper.step.model import StepModel
 from goalkeeper.step.repeats import RepeatGuard
@@ -122,6 +124,7 @@ def run_facts(
         requests=usage.requests,
         tool_calls=usage.tool_calls,
         total_tokens=usage.total_tokens,
+        key_source=os.environ.get(KEY_SOURCE_VAR, ""),
     )
 
 

@@ -18,6 +18,7 @@ from goalkeeper.step.settings import SettingsError
 
 KEY_VAR = "GOALKEEPER_MODEL_API_KEY"
 KEY_FILE_VAR = "GOALKEEPER_MODEL_API_KEY_FILE"
+KEY_SOURCE_VAR = "GOALKEEPER_MODEL_API_KEY_SOURCE"
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,23 @@ def take_model_key(environ: MutableMapping[str, str] | None = None) -> ModelKey:
         _held = ModelKey(from_environment)
         return _held
     real = os.path.realpath(path)
+    # A ModelConfig's Secret is mounted optional: a missing one is named here, not by a pod
+    # that never starts.
+    source = env.get(KEY_SOURCE_VAR, "").strip()
     try:
         _held = ModelKey(Path(real).read_text(encoding="utf-8").strip() or None, real)
+    except FileNotFoundError:
+        missing = (
+            f"The model API key, {source}, is missing: create that Secret with that key in "
+            "this namespace"
+            if source
+            else f"{KEY_FILE_VAR} is {path}, which does not exist"
+        )
+        _held = ModelKey(None, real, missing)
     except (OSError, UnicodeError) as exc:
         _held = ModelKey(None, real, f"{KEY_FILE_VAR} is {path}, which cannot be read: {exc}")
+    if source and _held.problem is None and _held.value is None:
+        _held = ModelKey(None, real, f"The model API key, {source}, is empty")
     return _held
 
 

@@ -54,6 +54,8 @@ class RunFacts:
     requests: int = 0
     tool_calls: int = 0
     total_tokens: int = 0
+    # Where the key comes from when a ModelConfig names it (GOALKEEPER_MODEL_API_KEY_SOURCE).
+    key_source: str = ""
 
 
 def explain(exc: BaseException, facts: RunFacts) -> tuple[StepErrorKind, str]:
@@ -155,9 +157,13 @@ def _provider(exc: ModelAPIError, f: RunFacts) -> tuple[StepErrorKind, str]:
     if isinstance(exc, ModelAuthenticationError) or status in (401, 403):
         return StepErrorKind.configuration, _join(
             f"The model provider at {_where(f)} refused the API key ({http}: {detail}).",
-            "Check the key in the Secret named by GOALKEEPER_MODEL_API_KEY_SECRET (the step "
-            "reads it from the file GOALKEEPER_MODEL_API_KEY_FILE), and that it may use "
-            f"GOALKEEPER_MODEL={_model(f)}.",
+            (
+                f"Check the key, {f.key_source}, and that it may use model {_model(f)}."
+                if f.key_source
+                else "Check the key in the Secret named by GOALKEEPER_MODEL_API_KEY_SECRET "
+                "(the step reads it from the file GOALKEEPER_MODEL_API_KEY_FILE), and that it "
+                f"may use GOALKEEPER_MODEL={_model(f)}."
+            ),
         )
     if isinstance(exc, ModelNotFoundError) or status == 404:
         return StepErrorKind.configuration, _join(

@@ -14,7 +14,15 @@ from tests.support.observations import extraction, observation_dict
 from tests.unit.controller.test_reconciler import NS, Clock, finish, new_api, reports, status
 
 from goalkeeper.controller.api import Conflict
-from goalkeeper.controller.cache import JOB, MONITOR, POD, STEP, CachedApi, WatchCache
+from goalkeeper.controller.cache import (
+    JOB,
+    MODEL_CONFIG,
+    MONITOR,
+    POD,
+    STEP,
+    CachedApi,
+    WatchCache,
+)
 from goalkeeper.controller.reconciler import Reconciler, prune_batch
 from goalkeeper.controller.settings import OperatorSettings
 
@@ -168,7 +176,7 @@ def test_a_deleted_monitor_takes_its_steps_out_of_the_cache() -> None:
     cache.put(MONITOR, {"metadata": {"name": "build", "namespace": NS, "resourceVersion": "1"}})
     cache.put(STEP, step("build-1", 1, "m1", 10))
     cache.forget_monitor(NS, "build", "m1")
-    assert cache.sizes() == {MONITOR: 0, STEP: 0, JOB: 0, POD: 0}
+    assert cache.sizes() == {MONITOR: 0, STEP: 0, JOB: 0, POD: 0, MODEL_CONFIG: 0}
 
 
 def test_a_found_service_account_is_trusted_for_a_while() -> None:

@@ -247,3 +247,12 @@ async def test_answers_that_stay_invalid_count_the_tries() -> None:
     assert (outcome.error or "").startswith(
         "The model did not give a valid answer in 3 tries (GOALKEEPER_OUTPUT_RETRIES=2)."
     )
+
+
+def test_a_refused_key_from_a_model_config_names_its_secret_and_config() -> None:
+    source = "key api-key of Secret team-key, named by ModelConfig default"
+    facts = RunFacts(**{**ONE_TRY.__dict__, "key_source": source})
+    kind, message = explain(ModelHTTPError(401, "qwen3", {"message": "bad key"}), facts)
+    assert kind is StepErrorKind.configuration
+    assert message.endswith(f"Check the key, {source}, and that it may use model openai:qwen3.")
+    assert "GOALKEEPER_MODEL_API_KEY_SECRET" not in message

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from goalkeeper.core import authority, health
+from goalkeeper.core import authority, health, modelconfig
 from goalkeeper.core.budget import fit_status
 from goalkeeper.core.conditions import activity, conditions
 from goalkeeper.core.events import Decision, Effect, EmitReport, Notify, StopMonitor
@@ -66,6 +66,9 @@ class TurnBase:
         return Decision(fit_status(self.status), tuple(self.effects), self.unrecorded)
 
     def count_usage(self, usage: StepUsage) -> None:
+        step = self.status.step
+        config = step.modelConfig if step is not None else ""
+        self.status.usageByConfig = modelconfig.add_usage(self.status.usageByConfig, config, usage)
         total = self.status.modelUsage
         self.status.modelUsage = total.model_copy(
             update={

@@ -92,6 +92,16 @@ class Launching(TurnBase):
                 "runs.",
             )
             return
+        model = self.context.model
+        if model.cap_reached:
+            cap = model.spec.spendCapUsd if model.spec is not None else None
+            self.stop(
+                StopReason.blocked,
+                f"The Monitors that use ModelConfig {model.name} have spent "
+                f"{model.spent_usd:.4f} USD through it, its spendCapUsd of {cap} USD; no "
+                "further step runs.",
+            )
+            return
         if self.context.author_denied and kind is not StepKind.observe:
             # The author may not make these writes, or read what the observer reads.
             self.final_stop(StopReason.outsideAuthority, self.context.author_denied)
@@ -151,7 +161,9 @@ class Launching(TurnBase):
             generation=st.observedGeneration,
             action=action,
             wokenBy=woken_by,
+            modelConfig=self.context.model.name,
         )
+        st.modelConfig = self.context.model.name
 
     def close_action(
         self, step: StepInFlight, outcome: Outcome, evidence: str, actual_cost: Money | None

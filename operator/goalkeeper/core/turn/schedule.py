@@ -87,12 +87,13 @@ class Scheduling(Launching):
         if self.status.step is not None or schedule is None or self.status.pausedAt:
             return
         if self.now >= schedule.nextCheckAt:
+            config = self.status.modelConfig
             self.launch_observe()
             # Nothing but an observe step's launch (no stop at a limit or a cap, no reading
-            # of an edited task first): no write is needed.
+            # of an edited task first, the same model config): no write is needed.
             self.unrecorded = [
                 effect.kind if isinstance(effect, LaunchStep) else None for effect in self.effects
-            ] == [StepKind.observe]
+            ] == [StepKind.observe] and self.status.modelConfig == config
         elif schedule.wakeAt is not None and self.now >= schedule.wakeAt:
             self.wake(schedule.wokenBy)
 

@@ -1,0 +1,61 @@
+"""ModelConfig statuses: who spent what through each config, from the Monitors' statuses.
+
+A pass reads only the watch cache and writes a status only where it changed, so it costs
+nothing where no namespace has a ModelConfig and one write per config whose spend moved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import Any
+
+from goalkeeper.controller.api import Api, ApiError
+from goalkeeper.controller.cache import MODEL_CONFIG, MONITOR, WatchCache
+from goalkeeper.core.modelconfig import config_status
+
+log = logging.getLogger("goalkeeper.configs")
+
+Body = dict[str, Any]
+# How often the statuses are brought up to date.
+REFRESH_SECONDS = 10.0
+
+
+async def refresh_config_statuses(cache: WatchCache, api: Api) -> int:
+    """Write the status of every ModelConfig whose users or spend changed; the number
+    written. A refused write is logged and tried again on the next pass."""
+    configs = cache.keys(MODEL_CONFIG)
+    namespaces = {namespace for namespace, _ in configs}
+    monitors: dict[str, list[Body]] = defaultdict(list)
+    for namespace, name in cache.keys(MONITOR):
+        if namespace in namespaces:
+            found = cache.get(MONITOR, namespace, name)
+            if found is not None:
+                monitors[namespace].append(found)
+    written = 0
+    for namespace, name in configs:
+        body = cache.get(MODEL_CONFIG, namespace, name)
+        if body is None:
+            continue
+        generation = (body.get("metadata") or {}).get("generation")
+        wanted = config_status(name, monitors[namespace], generation).model_dump(mode="json")
+        if body.get("status") == wanted:
+            continue
+        try:
+            await api.patch_model_config_status(namespace, name, wanted)
+        except ApiError as error:
+            log.warning(
+                "%s/%s: could not write the ModelConfig's status: %s", namespace, name, error
+            )
+            continue
+        written += 1
+    return written
+
+
+async def keep_config_statuses(
+    cache: WatchCache, api: Api, interval: float = REFRESH_SECONDS
+) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        await refresh_config_statuses(cache, api)
