@@ -67,6 +67,7 @@ def test_the_goal_is_about_what_the_stop_rule_names_else_the_task() -> None:
         job(active=0),  # resumed, no pod yet
         deployment(availableReplicas=0, readyReplicas=0),
         deployment(updatedReplicas=1),
+        deployment(staleConfig=["pricing-config"]),  # its pods run the config before a fix
     ],
 )
 def test_goal_complete_is_refused_while_the_named_target_is_not_done(fact: ObjectFacts) -> None:

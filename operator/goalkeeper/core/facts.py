@@ -138,6 +138,13 @@ def contradiction(
                     "that failed completes no goal (route act when the task allows a re-run, "
                     "else stop with goal incomplete)."
                 )
+            if fact.staleConfig:
+                return (
+                    f"goal 'complete' contradicts what the step read: the running pods of "
+                    f"{fact.kind.value} {fact.name} started before ConfigMap "
+                    f"{', '.join(fact.staleConfig)} was last written, so they run its earlier "
+                    "data."
+                )
             wanted = _short_of_stop_rule(fact, stop_when) if fact.kind in _WORKLOADS else None
             if wanted is not None:
                 return (

@@ -1219,6 +1219,14 @@ class ObjectFacts(Model):
     readyReplicas: Count | None = None
     availableReplicas: Count | None = None
     updatedReplicas: Count | None = None
+    staleConfig: Annotated[
+        list[Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]],
+        Field(max_length=8),
+    ] = Field(
+        default_factory=list,
+        description="Workloads: named ConfigMaps their pods read, written after the oldest "
+        "running pod started.",
+    )
 
     @property
     def ref(self) -> str:

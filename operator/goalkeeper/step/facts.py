@@ -78,7 +78,69 @@ def read(
                 found.append({**item, "kind": str(kind), "namedIn": sorted(set(where))})
     order = {NamedIn.stopWhen: 0, NamedIn.action: 1, NamedIn.task: 2}
     found.sort(key=lambda item: min(order[w] for w in item["namedIn"]))
-    return found[:FACTS_MAX]
+    found = found[:FACTS_MAX]
+    _mark_stale_config(kube, namespace, found)
+    return found
+
+
+_WORKLOAD_KINDS = (FactKind.Deployment, FactKind.StatefulSet, FactKind.DaemonSet)
+
+
+def _mark_stale_config(kube: Kube, namespace: str, found: list[dict[str, Any]]) -> None:
+    """Give each named workload `staleConfig`: the named ConfigMaps its pods read that were
+    written after its oldest running pod started (a pod reads them when it starts, so it
+    runs their earlier data). One pod listing per such workload."""
+    from goalkeeper.step.kube import KubeError
+
+    written = {
+        str(o["metadata"]["name"]): _last_written(o) for o in found if o["kind"] == "ConfigMap"
+    }
+    if not written:
+        return
+    for item in found:
+        if item["kind"] not in _WORKLOAD_KINDS:
+            continue
+        reads = _config_maps_read(item) & written.keys()
+        labels = ((item.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        if not reads or not labels:
+            continue
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        try:
+            pods = kube.list("v1", "Pod", namespace, label_selector=selector, limit=LIST_LIMIT)
+        except (KubeError, OSError):
+            continue
+        started = [
+            str((p.get("status") or {}).get("startTime") or "")
+            for p in (pods or {}).get("items") or []
+            if (p.get("status") or {}).get("phase") == "Running"
+            and not (p.get("metadata") or {}).get("deletionTimestamp")
+        ]
+        oldest = min((t for t in started if t), default="")
+        if oldest:
+            item["staleConfig"] = sorted(n for n in reads if written[n] > oldest)
+
+
+def _last_written(obj: Mapping[str, Any]) -> str:
+    """When an object was last written, as RFC 3339 (its managed fields' newest time)."""
+    meta = obj.get("metadata") or {}
+    times = [str(m.get("time") or "") for m in meta.get("managedFields") or []]
+    return max([*times, str(meta.get("creationTimestamp") or "")])
+
+
+def _config_maps_read(workload: Mapping[str, Any]) -> set[str]:
+    """The ConfigMaps a workload's pods read: env, envFrom and volumes."""
+    pod = (((workload.get("spec") or {}).get("template") or {}).get("spec")) or {}
+    names: set[str] = set()
+    for volume in pod.get("volumes") or []:
+        names.add(str((volume.get("configMap") or {}).get("name") or ""))
+    for container in [*(pod.get("containers") or []), *(pod.get("initContainers") or [])]:
+        for source in container.get("envFrom") or []:
+            names.add(str((source.get("configMapRef") or {}).get("name") or ""))
+        for var in container.get("env") or []:
+            ref = (var.get("valueFrom") or {}).get("configMapKeyRef") or {}
+            names.add(str(ref.get("name") or ""))
+    names.discard("")
+    return names
 
 
 def facts_of(objects: Iterable[Mapping[str, Any]]) -> list[ObjectFacts]:
@@ -122,7 +184,19 @@ def _facts(obj: Mapping[str, Any]) -> ObjectFacts:
             "availableReplicas": _count(status.get("availableReplicas")),
             "updatedReplicas": _count(status.get("updatedReplicas")),
         }
+    if obj.get("staleConfig"):
+        numbers["staleConfig"] = list(obj["staleConfig"])
     return ObjectFacts(kind=kind, name=obj["metadata"]["name"], namedIn=obj["namedIn"], **numbers)
+
+
+def _stale_note(obj: Mapping[str, Any]) -> str:
+    stale = [n for n in obj.get("staleConfig") or [] if isinstance(n, str)]
+    if not stale:
+        return ""
+    return (
+        f"; its running pods started before ConfigMap {', '.join(stale)} was last written, so "
+        "they run its earlier data"
+    )
 
 
 def _count(value: Any) -> int:
@@ -137,7 +211,7 @@ def sheet(
     name)` renders it (the step's `k8s_get`: redacted, fenced). Empty when nothing was read."""
     objects = list(objects)
     lines = [
-        f"- {line}"
+        f"- {line}{_stale_note(obj)}"
         for obj in objects
         if obj.get("kind") != "ConfigMap" and (line := state_line(dict(obj)))
     ]

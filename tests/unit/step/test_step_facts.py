@@ -139,3 +139,52 @@ async def test_a_named_config_map_is_shown_as_k8s_get_shows_it_fenced() -> None:
 def test_nothing_named_means_no_sheet() -> None:
     assert facts.sheet([]) == ""
     assert facts.read(None, "shop", task=TASK, stop_when=STOP) == []
+
+
+def pricing_worker() -> dict[str, Any]:
+    body = deployment("pricing-worker", replicas=1)
+    body["spec"]["selector"] = {"matchLabels": {"app": "pricing-worker"}}
+    body["spec"]["template"]["spec"] = {
+        "containers": [{"name": "w", "envFrom": [{"configMapRef": {"name": "pricing-config"}}]}]
+    }
+    return body
+
+
+def worker_pod(name: str, started: str, phase: str = "Running") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "shop", "labels": {"app": "pricing-worker"}},
+        "status": {"phase": phase, "startTime": started},
+    }
+
+
+def test_a_workload_whose_pods_predate_the_named_config_they_read_is_marked_stale() -> None:
+    fixed = config_map("pricing-config", {"currency": "EUR"})
+    fixed["metadata"]["managedFields"] = [
+        {"manager": "kubectl-create", "time": "2026-12-03T09:00:00Z"},
+        {"manager": "kubectl-patch", "time": "2026-12-03T10:00:00Z"},
+    ]
+    kube = FakeKube([pricing_worker(), fixed, worker_pod("pw-old", "2026-12-03T09:30:00Z")])
+    task = "ConfigMap pricing-config was fixed; restart Deployment pricing-worker."
+    stop = "Stop when every pod of pricing-worker started after the fix."
+    read = facts.read(kube, "shop", task=task, stop_when=stop)
+    [worker] = [o for o in read if o["kind"] == "Deployment"]
+    assert worker["staleConfig"] == ["pricing-config"]
+    [fact] = facts.facts_of(read)
+    assert fact.staleConfig == ["pricing-config"]
+    assert (
+        "its running pods started before ConfigMap pricing-config was last written, so they "
+        "run its earlier data" in facts.sheet(read)
+    )
+    pod_lists = [c for c in kube.calls if c[0] == "list" and c[1][1] == "Pod"]
+    assert pod_lists and pod_lists[0][1][3]["label_selector"] == "app=pricing-worker"
+
+    # Restarted: its only running pod started after the write.
+    del kube.objects[("Pod", "shop", "pw-old")]
+    kube.put(worker_pod("pw-new", "2026-12-03T10:05:00Z"))
+    kube.put(worker_pod("pw-done", "2026-12-03T08:00:00Z", phase="Succeeded"))
+    [again] = [
+        o for o in facts.read(kube, "shop", task=task, stop_when=stop) if o["kind"] == "Deployment"
+    ]
+    assert again["staleConfig"] == []
