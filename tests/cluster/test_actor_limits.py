@@ -11,7 +11,7 @@ start script read from a ConfigMap).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,7 +27,7 @@ from tests.cluster.test_admission import (
     refused,
 )
 from tests.support.accounts import client_with_token, token
-from tests.support.cluster_fixtures import OWN_RUNNER_LABEL, REPO, wait_for
+from tests.support.cluster_fixtures import OWN_RUNNER_LABEL, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -43,22 +43,6 @@ POLICIES = {
     "goalkeeper-actor-pods",
     "goalkeeper-actor-replicas",
 }
-
-
-@pytest.fixture
-def ns(control_plane: Any, namespace: str) -> str:
-    control_plane.kubectl(
-        "apply", "-n", namespace, "-f", str(REPO / "config" / "rbac" / "steps.yaml"), check=True
-    )
-    return namespace
-
-
-@pytest.fixture
-def actor(control_plane: Any, api_client: Any, ns: str) -> Iterator[Any]:
-    """An API client that holds only the actor's token, as an act step's pod does."""
-    api = client_with_token(control_plane, token(api_client, ns, ACTOR))
-    yield api
-    api.close()
 
 
 def until_refused(write: Callable[[], Any], needle: str) -> None:

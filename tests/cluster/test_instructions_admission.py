@@ -8,7 +8,6 @@ actor's own ServiceAccount token, as an act step makes them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,29 +15,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.cluster.test_actor_limits import WRITABLE, until_refused
-from tests.cluster.test_admission import ACTOR, _typechecked, refused
-from tests.support.accounts import client_with_token, token
-from tests.support.cluster_fixtures import REPO, wait_for
+from tests.cluster.test_admission import _typechecked, refused
+from tests.support.cluster_fixtures import wait_for
 
 pytestmark = pytest.mark.cluster
 
 NAME = "goalkeeper-instructions"
 POLICIES = ("goalkeeper-instructions", "goalkeeper-instructions-steps")
-
-
-@pytest.fixture
-def ns(control_plane: Any, namespace: str) -> str:
-    control_plane.kubectl(
-        "apply", "-n", namespace, "-f", str(REPO / "config" / "rbac" / "steps.yaml"), check=True
-    )
-    return namespace
-
-
-@pytest.fixture
-def actor(control_plane: Any, api_client: Any, ns: str) -> Iterator[Any]:
-    api = client_with_token(control_plane, token(api_client, ns, ACTOR))
-    yield api
-    api.close()
 
 
 def instructions(text: str, **extra: Any) -> dict[str, Any]:

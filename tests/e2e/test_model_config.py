@@ -15,31 +15,15 @@ from tests.e2e.harness import (
     GROUP,
     VERSION,
     Cluster,
-    Facts,
     OperatorProcess,
     Scenario,
-    observation,
     wait_until,
 )
+from tests.e2e.test_instructions import resume_when_suspended
 from tests.support.model_server import ModelServer
 from tests.support.observations import TASK
 
 pytestmark = pytest.mark.cluster
-
-
-def done_when_succeeded(facts: Facts, _: int) -> dict[str, Any]:
-    unpinned = {"contract": None, "authorizedActions": None}
-    if facts.succeeded:
-        return observation(
-            "stop",
-            "complete",
-            "complete",
-            facts,
-            "Job build succeeded.",
-            stopReason="goalComplete",
-            **unpinned,
-        )
-    return observation("wait", "incomplete", "running", facts, "Job build runs.", **unpinned)
 
 
 @pytest.fixture
@@ -111,8 +95,8 @@ def test_each_monitor_reaches_only_its_configs_model_with_its_key(
         apiKeySecret={"name": "team-b-key"},
         **common,
     )
-    team_a.default = Scenario(cluster.ns, done_when_succeeded)
-    team_b.default = Scenario(cluster.ns, done_when_succeeded)
+    team_a.default = Scenario(cluster.ns, resume_when_suspended)
+    team_b.default = Scenario(cluster.ns, resume_when_suspended)
     cluster.create_monitor("uses-default", everyMinutes=1)
     # Annotated from its creation: its first step already runs with team-b.
     body = {
@@ -184,7 +168,7 @@ def test_a_missing_secret_holds_its_monitors_with_the_reason(
         baseUrl=team_a.base_url,
         apiKeySecret={"name": "not-made-yet"},
     )
-    team_a.default = Scenario(cluster.ns, done_when_succeeded)
+    team_a.default = Scenario(cluster.ns, resume_when_suspended)
     cluster.create_monitor(everyMinutes=1)
     why = "The model API key, key api-key of Secret not-made-yet, named by ModelConfig default"
 
