@@ -5,6 +5,7 @@ that each refuse any key but their own."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.harness import (
     GROUP,
+    ROOT,
     VERSION,
     Cluster,
     OperatorProcess,
@@ -67,83 +69,118 @@ def config_status(cluster: Cluster, name: str) -> dict[str, Any]:
 PRICES = {"inputPerMTokUsd": 1.0, "outputPerMTokUsd": 4.0}
 
 
-def test_each_monitor_reaches_only_its_configs_model_with_its_key(
+@pytest.fixture
+def team_c() -> Iterator[ModelServer]:
+    with ModelServer(model="model-c", api_key="key-c") as server:
+        yield server
+
+
+@pytest.fixture
+def other_ns(control_plane: Any, api_client: Any) -> Iterator[Cluster]:
+    """A second namespace with the step accounts, as a second team's."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    control_plane.kubectl("create", "namespace", name, check=True)
+    control_plane.kubectl(
+        "apply", "-n", name, "-f", str(ROOT / "config" / "rbac" / "steps.yaml"), check=True
+    )
+    try:
+        yield Cluster(api_client, name)
+    finally:
+        control_plane.kubectl("delete", "namespace", name, "--wait=false")
+
+
+def configure(cluster: Cluster, config: str, server: ModelServer, key: str) -> None:
+    """A ModelConfig `config` in the cluster's namespace for `server`, its key in a Secret."""
+    secret(cluster, f"{config}-key", key)
+    model_config(
+        cluster,
+        config,
+        provider="openai",
+        model=server.model,
+        baseUrl=server.base_url,
+        apiKeySecret={"name": f"{config}-key"},
+        prices=PRICES,
+    )
+    server.default = Scenario(cluster.ns, resume_when_suspended)
+
+
+def test_each_namespaces_monitors_reach_only_their_own_model_with_its_key(
     control_plane: Any,
     cluster: Cluster,
+    other_ns: Cluster,
     model: ModelServer,
     team_a: ModelServer,
     team_b: ModelServer,
+    team_c: ModelServer,
     operator: OperatorProcess,
 ) -> None:
-    cluster.target(suspended=False, seconds=1)
-    secret(cluster, "team-a-key", "key-a")
-    secret(cluster, "team-b-key", "key-b")
-    common = {"provider": "openai", "prices": PRICES}
-    model_config(
-        cluster,
-        "default",
-        model="model-a",
-        baseUrl=team_a.base_url,
-        apiKeySecret={"name": "team-a-key"},
-        **common,
-    )
-    model_config(
-        cluster,
-        "team-b",
-        model="model-b",
-        baseUrl=team_b.base_url,
-        apiKeySecret={"name": "team-b-key"},
-        **common,
-    )
-    team_a.default = Scenario(cluster.ns, resume_when_suspended)
-    team_b.default = Scenario(cluster.ns, resume_when_suspended)
+    operator.restart_with(GOALKEEPER_NAMESPACES=f"{cluster.ns},{other_ns.ns}")
+    for where in (cluster, other_ns):
+        where.target(suspended=False, seconds=1)
+    # Team A's namespace: its default, and a second config one Monitor names.
+    configure(cluster, "default", team_a, "key-a")
+    configure(cluster, "special", team_c, "key-c")
+    # Team B's namespace: its own default.
+    configure(other_ns, "default", team_b, "key-b")
     cluster.create_monitor("uses-default", everyMinutes=1)
-    # Annotated from its creation: its first step already runs with team-b.
-    body = {
+    named = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Monitor",
         "metadata": {
-            "name": "uses-team-b",
+            "name": "uses-special",
             "namespace": cluster.ns,
-            "annotations": {"goalkeeper.dev/model-config": "team-b"},
+            "annotations": {"goalkeeper.dev/model-config": "special"},
         },
         "spec": {"task": TASK, "everyMinutes": 1},
     }
-    cluster.custom.create_namespaced_custom_object(GROUP, VERSION, cluster.ns, "monitors", body)
-    for name in ("uses-default", "uses-team-b"):
+    cluster.custom.create_namespaced_custom_object(GROUP, VERSION, cluster.ns, "monitors", named)
+    other_ns.create_monitor("team-b", everyMinutes=1)
+    runs = ((cluster, "uses-default"), (cluster, "uses-special"), (other_ns, "team-b"))
+    for where, name in runs:
         status = wait_until(
-            lambda n=name: cluster.stopped(n), 180, f"{name} to stop", operator.logs
+            lambda w=where, n=name: w.stopped(n), 180, f"{name} to stop", operator.logs
         )
         assert status["stop"]["reason"] == "goalComplete", status["stop"]
 
-    # Each server saw only its own key, and the operator's own model nothing.
-    assert team_a.completed and team_b.completed
-    assert {r.headers.get("authorization") for r in team_a.requests} == {"Bearer key-a"}
-    assert {r.headers.get("authorization") for r in team_b.requests} == {"Bearer key-b"}
-    assert {r.body["model"] for r in team_a.requests} == {"model-a"}
-    assert {r.body["model"] for r in team_b.requests} == {"model-b"}
+    # Each server saw only its own key and model, and the operator's own model nothing.
+    for server, key in ((team_a, "key-a"), (team_b, "key-b"), (team_c, "key-c")):
+        assert server.completed, f"{server.model} was never reached"
+        assert {r.headers.get("authorization") for r in server.requests} == {f"Bearer {key}"}
+        assert {r.body["model"] for r in server.requests} == {server.model}
     assert model.requests == []
 
-    used = {n: cluster.status(n) for n in ("uses-default", "uses-team-b")}
-    assert used["uses-default"]["modelConfig"] == "default"
-    assert used["uses-team-b"]["modelConfig"] == "team-b"
-    for name, config in (("uses-default", "default"), ("uses-team-b", "team-b")):
+    used = {
+        "uses-default": cluster.status("uses-default"),
+        "uses-special": cluster.status("uses-special"),
+        "team-b": other_ns.status("team-b"),
+    }
+    configs = {"uses-default": "default", "uses-special": "special", "team-b": "default"}
+    for name, config in configs.items():
+        assert used[name]["modelConfig"] == config
         [entry] = used[name]["usageByConfig"]
         assert entry["config"] == config and entry["costUsd"] > 0
-    a_requests = len(team_a.completed)
-    assert used["uses-default"]["modelUsage"]["requests"] == a_requests
+    assert used["uses-default"]["modelUsage"]["requests"] == len(team_a.completed)
+    assert used["team-b"]["modelUsage"]["requests"] == len(team_b.completed)
 
-    # Each config's status names its Monitor and what it spent through it.
-    def attributed(config: str, monitor: str) -> dict[str, Any] | None:
-        found = config_status(cluster, config)
+    # Each config's status comes to name its own Monitor and what it spent through it.
+    def attributed(where: Cluster, config: str, monitor: str) -> dict[str, Any] | None:
+        found = config_status(where, config)
         names = [u["monitor"] for u in found.get("monitors") or []]
-        return found if names == [monitor] and found.get("spendUsd", 0) > 0 else None
+        spent = used[monitor]["usageByConfig"][0]["costUsd"]
+        settled = found.get("spendUsd", -1) == pytest.approx(spent, abs=1e-6)
+        return found if names == [monitor] and settled else None
 
-    spent_a = wait_until(lambda: attributed("default", "uses-default"), 60, "default's status")
-    assert spent_a["spendUsd"] == pytest.approx(used["uses-default"]["usageByConfig"][0]["costUsd"])
-    wait_until(lambda: attributed("team-b", "uses-team-b"), 60, "team-b's status")
+    for where, config, monitor in (
+        (cluster, "default", "uses-default"),
+        (cluster, "special", "uses-special"),
+        (other_ns, "default", "team-b"),
+    ):
+        found = wait_until(
+            lambda w=where, c=config, m=monitor: attributed(w, c, m), 60, f"{config}'s status"
+        )
+        assert found["monitorCount"] == 1 and found["spendUsd"] > 0
     wide = control_plane.kubectl("get", "monitors", "-n", cluster.ns, "-o", "wide").stdout
-    assert "MODEL CONFIG" in wide and "team-b" in wide
+    assert "MODEL CONFIG" in wide and "special" in wide
 
 
 def test_an_invalid_config_is_refused_naming_the_field(cluster: Cluster) -> None:
