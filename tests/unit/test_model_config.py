@@ -278,3 +278,25 @@ def test_config_status_lists_who_spent_what_through_it() -> None:
     assert found.monitorCount == 2 and float(found.spendUsd) == 0.5
     assert found.observedGeneration == 4
     assert ModelConfigSpec.model_validate(SPEC).spendCapUsd == 5.0
+
+
+async def test_a_restarted_operator_finds_a_timer_step_made_with_a_config(clock: Clock) -> None:
+    api = new_api()
+    api.put("ModelConfig", config())
+    settings = OperatorSettings(model="openai:m", timeScale=1)
+    reconciler = Reconciler(api, settings, clock=clock)
+    await reconciler.reconcile(NS, "build")
+    finish(api, extraction())
+    await reconciler.reconcile(NS, "build")
+    finish(api, observation_dict("wait"))
+    await reconciler.reconcile(NS, "build")
+    clock.now += timedelta(seconds=6)  # past the five-minute timer at timeScale 1
+    launched = await reconciler.reconcile(NS, "build")
+    assert launched is not None and launched.step is not None
+    assert launched.step.modelConfig == "default"
+    writes = api.count("patch_monitor_status")
+    restarted = Reconciler(api, settings, clock=clock)
+    clock.now += timedelta(seconds=1)
+    resumed = await restarted.reconcile(NS, "build")
+    assert resumed == launched, "the restart finds the same step in flight, not a foreign one"
+    assert api.count("patch_monitor_status") == writes and status(api)["monitor"] == "active"

@@ -598,7 +598,9 @@ class Reconciler:
             author_denied=author_denied,
             controls=Controls() if as_launched else controls_of(annotations),
             instructions=instructions if isinstance(instructions, Instructions) else None,
-            model=self._model(monitor),
+            # A launch made again is made with the config it recorded (a restarted operator
+            # has not chosen one yet).
+            model=ModelChoice(status.modelConfig) if as_launched else self._model(monitor),
         )
         return decide(spec, status, event, now, self.policy, context)
 
@@ -747,14 +749,14 @@ class Reconciler:
         """A missing dependency the step cannot run without, named for the user."""
         meta = monitor["metadata"]
         namespace = meta["namespace"]
-        if not self.settings.model and self._model(monitor).spec is None:
+        model = self._model(monitor)
+        if model.problem:
+            return model.problem
+        if not self.settings.model and model.spec is None:
             return "No model is configured: set GOALKEEPER_MODEL (openai:NAME or anthropic:NAME)."
         instructions = self._instructions.get((namespace, meta["name"]))
         if kind is StepKind.extract and isinstance(instructions, str):
             return f"The namespace's instructions cannot be read with the task: {instructions}"
-        model = self._model(monitor)
-        if model.problem:
-            return model.problem
         account = (
             self.settings.actorServiceAccount
             if kind in MUTATING_STEPS
