@@ -222,3 +222,62 @@ def test_a_missing_secret_holds_its_monitors_with_the_reason(
     done = wait_until(cluster.stopped, 180, "the monitor to stop", operator.logs)
     assert done["stop"]["reason"] == "goalComplete"
     assert {r.headers.get("authorization") for r in team_a.requests} == {"Bearer key-a"}
+
+
+def test_a_config_writer_who_may_not_read_a_secret_cannot_send_it_anywhere(
+    control_plane: Any,
+    api_client: Any,
+    cluster: Cluster,
+    model: ModelServer,
+    team_a: ModelServer,
+    operator: OperatorProcess,
+) -> None:
+    """Mallory may write ModelConfigs and Monitors, and read what a report shows, but not
+    Secrets: a config of hers that names the namespace's database Secret and points at her
+    own server sends it nowhere."""
+    from tests.e2e.test_author_rights import LOGS, READS, WRITE_MONITORS, person
+
+    cluster.target(suspended=False, seconds=1)
+    secret(cluster, "db-password", "hunter2")
+    write_configs = {
+        "apiGroups": [GROUP],
+        "resources": ["modelconfigs"],
+        "verbs": ["create", "get", "list"],
+    }
+    mallory = person(
+        control_plane,
+        api_client,
+        cluster.ns,
+        "mallory",
+        [*READS, LOGS, WRITE_MONITORS, write_configs],
+    )
+    as_mallory = Cluster(mallory, cluster.ns)
+    model_config(
+        as_mallory,
+        "default",
+        provider="openai",
+        model="model-a",
+        baseUrl=team_a.base_url,
+        apiKeySecret={"name": "db-password"},
+    )
+    team_a.default = Scenario(cluster.ns, resume_when_suspended)
+    as_mallory.create_monitor(everyMinutes=1)
+    why = (
+        f"system:serviceaccount:{cluster.ns}:mallory may not get secrets/db-password in "
+        f"{cluster.ns}; ModelConfig default sends no Secret its writer could not read."
+    )
+
+    def held() -> dict[str, Any] | None:
+        status = cluster.status()
+        return status if why in (status.get("schedule") or {}).get("description", "") else None
+
+    status = wait_until(held, 120, "the refusal to show on the Monitor", operator.logs)
+    assert status["monitor"] == "active"
+    assert team_a.requests == [] and model.requests == []
+    assert not cluster.step_jobs(), "no step ran, so no pod mounted the Secret"
+    written = cluster.custom.get_namespaced_custom_object(
+        GROUP, VERSION, cluster.ns, "modelconfigs", "default"
+    )
+    assert written["metadata"]["annotations"]["goalkeeper.dev/author"] == (
+        f"system:serviceaccount:{cluster.ns}:mallory"
+    )

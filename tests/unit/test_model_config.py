@@ -18,9 +18,11 @@ from goalkeeper.controller.cache import MODEL_CONFIG, MONITOR, CachedApi, WatchC
 from goalkeeper.controller.configs import refresh_config_statuses
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
+from goalkeeper.core import permissions
 from goalkeeper.core.engine import LaunchStep, ObservationAccepted, StopMonitor, TimerDue
 from goalkeeper.core.modelconfig import ModelChoice, choose, config_name, config_status
 from goalkeeper.core.models import ModelConfigSpec, StepUsage
+from goalkeeper.core.permissions import Permission
 from goalkeeper.step.credentials import take_model_key
 
 SPEC: dict[str, Any] = {
@@ -38,7 +40,12 @@ def config(name: str = "default", spend: float | None = None, **spec: Any) -> di
     body: dict[str, Any] = {
         "apiVersion": "goalkeeper.dev/v1alpha1",
         "kind": "ModelConfig",
-        "metadata": {"name": name, "namespace": NS},
+        # As the API server stamps its writer (config/admission/monitor-author.yaml).
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "annotations": {"goalkeeper.dev/author": "team-lead"},
+        },
         "spec": {**SPEC, **spec},
     }
     if spend is not None:
@@ -195,11 +202,19 @@ def job_env(api: FakeApi) -> dict[str, Any]:
     return {e["name"]: e.get("value") for e in container["env"]}
 
 
+def with_config(name: str = "default") -> FakeApi:
+    """The standard monitor's namespace with ModelConfig `name`, whose writer may read its
+    key's Secret."""
+    api = new_api()
+    api.put("ModelConfig", config(name))
+    api.grant("team-lead", Permission("get", "", "secrets", NS, "team-key"))
+    return api
+
+
 async def test_a_namespaces_default_config_runs_its_steps_and_its_status_counts_them(
     clock: Clock,
 ) -> None:
-    api = new_api()
-    api.put("ModelConfig", config())
+    api = with_config()
     reconciler = Reconciler(api, OperatorSettings(model="openai:m", timeScale=1), clock=clock)
     await reconciler.reconcile(NS, "build")
     assert job_env(api)["GOALKEEPER_MODEL"] == "openai:team-model"
@@ -253,6 +268,7 @@ async def test_a_monitor_naming_a_missing_config_waits_with_the_reason(clock: Cl
     )
     # Made now: the retry runs with it.
     api.put("ModelConfig", config("gpu"))
+    api.grant("team-lead", Permission("get", "", "secrets", NS, "team-key"))
     clock.now += timedelta(minutes=10)
     await reconciler.reconcile(NS, "build")
     assert job_env(api)["GOALKEEPER_MODEL"] == "openai:team-model"
@@ -281,8 +297,7 @@ def test_config_status_lists_who_spent_what_through_it() -> None:
 
 
 async def test_a_restarted_operator_finds_a_timer_step_made_with_a_config(clock: Clock) -> None:
-    api = new_api()
-    api.put("ModelConfig", config())
+    api = with_config()
     settings = OperatorSettings(model="openai:m", timeScale=1)
     reconciler = Reconciler(api, settings, clock=clock)
     await reconciler.reconcile(NS, "build")
@@ -300,3 +315,50 @@ async def test_a_restarted_operator_finds_a_timer_step_made_with_a_config(clock:
     resumed = await restarted.reconcile(NS, "build")
     assert resumed == launched, "the restart finds the same step in flight, not a foreign one"
     assert api.count("patch_monitor_status") == writes and status(api)["monitor"] == "active"
+
+
+@pytest.mark.parametrize(
+    ("grants", "why"),
+    [
+        # The writer of the config may not read the Secret it names: no step sends it.
+        (
+            ["reader"],
+            "team-lead may not get secrets/team-key in team-a; ModelConfig default sends no "
+            "Secret its writer could not read.",
+        ),
+        # The Monitor's author may not read the config it would use.
+        (
+            ["writer"],
+            "alice may not get modelconfigs.goalkeeper.dev/default in team-a; a Monitor uses "
+            "no ModelConfig its author could not read.",
+        ),
+    ],
+)
+async def test_a_config_is_used_only_within_its_writers_and_its_monitor_authors_rights(
+    clock: Clock, grants: list[str], why: str
+) -> None:
+    api = new_api()
+    monitor = api.get("Monitor", NS, "build")
+    assert monitor is not None
+    monitor["metadata"]["annotations"] = {"goalkeeper.dev/author": "alice"}
+    api.put("Monitor", monitor)
+    api.put("ModelConfig", config())
+    # alice may read and start what the observer reads, and nothing of the config.
+    api.grant("alice", *permissions.observer_reads(NS))
+    if "writer" in grants:
+        api.grant("team-lead", Permission("get", "", "secrets", NS, "team-key"))
+    if "reader" in grants:
+        api.grant("alice", Permission("get", "goalkeeper.dev", "modelconfigs", NS, "default"))
+    reconciler = Reconciler(api, OperatorSettings(model="openai:m", timeScale=1), clock=clock)
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert api.count("create_job") == 0 and st["monitor"] == "active"
+    assert why in st["schedule"]["description"]
+    # A config without an author recorded is not used either.
+    unstamped = config()
+    del unstamped["metadata"]["annotations"]
+    api.put("ModelConfig", unstamped)
+    refused = permissions.model_config_readers(
+        choose("default", False, NS, unstamped), NS, unstamped, {"goalkeeper.dev/author": "a"}
+    )
+    assert refused[1][0] is None

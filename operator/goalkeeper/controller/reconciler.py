@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -69,10 +70,13 @@ from goalkeeper.core.models import (
     StopReason,
     WatchTarget,
 )
+from goalkeeper.core.permissions import Author, Permission
 from goalkeeper.core.policy import Context
 from goalkeeper.core.steps import TERMINAL_PHASES, StepFacts, describe_errors, next_event
 
 log = logging.getLogger("goalkeeper.reconciler")
+# How long an access review of a ModelConfig's writer or reader is taken as answered.
+REVIEW_TTL = 60.0
 
 POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 # A reconcile goes on while each round changes the status (a launched step may already
@@ -206,6 +210,8 @@ class Reconciler:
         self._instructions: dict[Key, Instructions | str] = {}
         # The model each monitor's steps run with, found this round.
         self._models: dict[Key, ModelChoice] = {}
+        # Access reviews of ModelConfig writers and readers, with when they were answered.
+        self._reviews: dict[tuple[Author, Permission], tuple[bool, float]] = {}
 
     # --- the reconcile ---
 
@@ -440,7 +446,24 @@ class Reconciler:
         namespace = meta["namespace"]
         name, named = modelconfig.config_name(meta.get("annotations"))
         found = await self._get(self.api.get_model_config, namespace, name)
-        self._models[(namespace, meta["name"])] = modelconfig.choose(name, named, namespace, found)
+        choice = modelconfig.choose(name, named, namespace, found)
+        needed = permissions.model_config_readers(choice, namespace, found, meta.get("annotations"))
+        for author, permission, why in needed:
+            if author is None or not await self._may(author, permission):
+                choice = permissions.model_config_refused(choice, author, permission, why)
+                break
+        self._models[(namespace, meta["name"])] = choice
+
+    async def _may(self, author: Author, permission: Permission) -> bool:
+        """The API server's answer, kept a while: a config is checked at every step."""
+        key = (author, permission)
+        now = time.monotonic()
+        kept = self._reviews.get(key)
+        if kept is not None and now - kept[1] < REVIEW_TTL:
+            return kept[0]
+        allowed = await self.api.review_access(author, permission)
+        self._reviews[key] = (allowed, now)
+        return allowed
 
     def _model(self, monitor: Body) -> ModelChoice:
         meta = monitor["metadata"]

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from goalkeeper.core.engine import LaunchStep
+from goalkeeper.core.modelconfig import ModelChoice
 from goalkeeper.core.models import MUTATING_STEPS, StepKind
 from goalkeeper.core.mutations import KubeTarget, parse_entry
 
@@ -180,3 +181,49 @@ def needed_for(
             targets = [t for e in entries if isinstance(t := parse_entry(e, namespace), KubeTarget)]
             needed.update(dict.fromkeys(writes_for(targets, extra_verbs)))
     return tuple(needed)
+
+
+def model_config_readers(
+    choice: ModelChoice,
+    namespace: str,
+    config: Mapping[str, Any] | None,
+    monitor: Mapping[str, str] | None,
+) -> list[tuple[Author | None, Permission, str]]:
+    """Who must hold what for `choice` to be used: the config's writer must be able to read
+    its key's Secret (else whoever may write a ModelConfig could send any Secret to a server
+    of their choosing), and the Monitor's author the config itself. Each with the words of
+    its refusal; an author None means none is recorded."""
+    spec = choice.spec
+    if spec is None or config is None:
+        return []
+    needed: list[tuple[Author | None, Permission, str]] = [
+        (
+            author_of(monitor),
+            Permission("get", "goalkeeper.dev", "modelconfigs", namespace, choice.name),
+            "a Monitor uses no ModelConfig its author could not read",
+        )
+    ]
+    secret = spec.apiKeySecret
+    if secret is not None:
+        writer = author_of((config.get("metadata") or {}).get("annotations"))
+        needed.append(
+            (
+                writer,
+                Permission("get", "", "secrets", namespace, secret.name),
+                f"ModelConfig {choice.name} sends no Secret its writer could not read",
+            )
+        )
+    return needed
+
+
+def model_config_refused(
+    choice: ModelChoice, author: Author | None, permission: Permission, why: str
+) -> ModelChoice:
+    """`choice`, unusable because `author` does not hold `permission` (or none is recorded)."""
+    who = (
+        f"{author.user} may not {permission.text}"
+        if author is not None
+        else f"no author is recorded (annotation {AUTHOR}, set by the API server) to hold "
+        f"{permission.text}"
+    )
+    return ModelChoice(choice.name, problem=f"{who}; {why}.")
