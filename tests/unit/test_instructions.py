@@ -175,3 +175,103 @@ def test_instructions_are_pinned_when_the_task_is_read_and_held_for_the_whole_ge
     launch = extract_launch(loop.send(ObservationAccepted(loop.seq, obs)))
     assert launch.input.instructions == Instructions(namespace="Anything goes.")
     assert loop.status.instructions == Instructions(namespace="Anything goes.")
+
+
+# --- what the operators' words cannot do --------------------------------------------------------
+
+
+def test_a_rule_that_says_how_or_when_grants_nothing() -> None:
+    # "happen only in ..." names a restart, but permits none: a rule, not a grant.
+    rule = "Restarts of Deployment payments-api happen only in the maintenance window."
+    found = {
+        "allowedResources": [{"entry": "deployments/payments-api", "quote": rule}],
+        "authorizedActions": [
+            {
+                "id": "restart-payments-api",
+                "description": "Restart Deployment payments-api.",
+                "quote": rule,
+            }
+        ],
+    }
+    kept = pinned(found, namespace=rule)
+    assert kept.actions == [] and kept.contract.allowedResources == []
+    assert all("only in so many words" in why for why in kept.record.dropped)
+
+
+def test_a_list_under_a_forbidding_line_forbids_each_item() -> None:
+    rules = (
+        "Monitors here must never do the following:\n"
+        "- scale Deployment payments-api\n"
+        "- delete a PersistentVolumeClaim\n"
+    )
+    kept = pinned({"authorizedActions": [scale_action()]}, namespace=rules)
+    assert kept.actions == []
+    assert "the namespace instructions forbid it" in kept.record.dropped[0]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "No monitors may delete PersistentVolumeClaims.",
+        "Nobody may delete a PersistentVolumeClaim.",
+        "Monitors must never delete a PersistentVolumeClaim.",
+    ],
+)
+def test_who_may_not_is_the_subject_and_the_kind_is_the_object(rule: str) -> None:
+    task = "Free space for Job build. You may delete PersistentVolumeClaim data-0."
+    found = {
+        "goal": "g",
+        "authorizedActions": [
+            {
+                "id": "delete-data-0",
+                "description": "Delete PersistentVolumeClaim data-0.",
+                "quote": "You may delete PersistentVolumeClaim data-0.",
+            }
+        ],
+    }
+    kept = pin(
+        MonitorSpec(task=task),
+        AuthorityExtraction.model_validate(found),
+        generation=1,
+        instructions=Instructions(cluster=rule),
+    )
+    assert kept.actions == [], kept.record
+
+
+def test_the_instructions_never_raise_the_authors_cost_ceiling() -> None:
+    task = "Render the catalog with Job render. Spending must not exceed 50 USD."
+    generous = "No Monitor may spend more than 5000 USD."
+    read = {"goal": "g", "costCeiling": {"amount": 5000, "quote": generous}}
+    kept = pin(
+        MonitorSpec(task=task),
+        AuthorityExtraction.model_validate(read),
+        generation=1,
+        instructions=Instructions(namespace=generous),
+    )
+    assert kept.contract.costCeiling is None
+    assert kept.record.dropped == [
+        "cost ceiling 5000 USD: its quote is not in the task or the stop rule"
+    ]
+
+
+def test_a_resource_stands_on_no_quote_of_an_action_that_was_refused() -> None:
+    task = "Keep Job build fast. You may delete Job build-cache when it is over 10 GB."
+    never = "Never delete Job build-cache."
+    found = {
+        "goal": "g",
+        "allowedResources": [{"entry": "jobs/build-cache", "quote": "Keep Job build fast."}],
+        "authorizedActions": [
+            {
+                "id": "delete-build-cache",
+                "description": "Delete Job build-cache.",
+                "quote": "You may delete Job build-cache when it is over 10 GB.",
+            }
+        ],
+    }
+    kept = pin(
+        MonitorSpec(task=task),
+        AuthorityExtraction.model_validate(found),
+        generation=1,
+        instructions=Instructions(cluster=never),
+    )
+    assert kept.actions == [] and kept.contract.allowedResources == []

@@ -19,12 +19,19 @@ from goalkeeper.controller.configs import refresh_config_statuses
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core import permissions
-from goalkeeper.core.engine import LaunchStep, ObservationAccepted, StopMonitor, TimerDue
+from goalkeeper.core.engine import (
+    LaunchStep,
+    ObservationAccepted,
+    Started,
+    StopMonitor,
+    TimerDue,
+)
 from goalkeeper.core.modelconfig import ModelChoice, choose, config_name, config_status
 from goalkeeper.core.models import ModelConfigSpec, StepUsage
 from goalkeeper.core.permissions import Permission
 from goalkeeper.step.credentials import take_model_key
 
+DONE = {"goal": "complete", "work": "complete", "stopReason": "goalComplete"}
 SPEC: dict[str, Any] = {
     "provider": "openai",
     "model": "team-model",
@@ -244,9 +251,15 @@ async def test_a_namespaces_default_config_runs_its_steps_and_its_status_counts_
     assert await refresh_config_statuses(cache, CachedApi(api, cache)) == 1
     written = api.get("ModelConfig", NS, "default")
     assert written is not None
-    assert written["status"]["monitors"] == [
-        {"monitor": "build", "costUsd": 0.0028, "inputTokens": 1000, "outputTokens": 100}
-    ]
+    [user] = written["status"]["monitors"]
+    assert user == {
+        "monitor": "build",
+        "uid": user["uid"],
+        "costUsd": 0.0028,
+        "inputTokens": 1000,
+        "outputTokens": 100,
+    }
+    assert user["uid"]
     assert written["status"]["monitorCount"] == 1 and written["status"]["spendUsd"] == 0.0028
     # Nothing changed since: nothing is written.
     assert await refresh_config_statuses(cache, CachedApi(api, cache)) == 0
@@ -362,3 +375,28 @@ async def test_a_config_is_used_only_within_its_writers_and_its_monitor_authors_
         choose("default", False, NS, unstamped), NS, unstamped, {"goalkeeper.dev/author": "a"}
     )
     assert refused[1][0] is None
+
+
+def test_a_deleted_monitors_spend_stays_counted_against_the_cap() -> None:
+    spent = {
+        "metadata": {"name": "a", "uid": "uid-a"},
+        "status": {"usageByConfig": [{"config": "default", "costUsd": 4.0}]},
+    }
+    first = config_status("default", [spent], 1)
+    assert float(first.spendUsd) == 4.0 and float(first.retiredSpendUsd) == 0
+    # Deleted, and made again under the same name: a new uid, nothing spent yet.
+    again = {"metadata": {"name": "a", "uid": "uid-a2"}, "status": {"modelConfig": "default"}}
+    later = config_status("default", [again], 1, first)
+    assert float(later.retiredSpendUsd) == 4.0 and float(later.spendUsd) == 4.0
+    assert choose("default", False, NS, config(spend=float(later.spendUsd) + 1.0)).cap_reached
+
+
+def test_a_new_run_keeps_what_went_through_each_config() -> None:
+    loop = Loop(options={"model": choose("default", False, NS, config())})
+    loop.start()
+    loop.send(ObservationAccepted(loop.seq, observation("stop", **DONE), usage=usage(0.5)))
+    assert loop.status.monitor == "stopped"
+    loop.spec = loop.spec.model_copy(update={"everyMinutes": 5})
+    loop.send(Started(generation=2))
+    assert loop.status.monitor == "active"
+    assert [(u.config, float(u.costUsd)) for u in loop.status.usageByConfig] == [("default", 0.5)]

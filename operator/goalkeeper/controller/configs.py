@@ -11,9 +11,12 @@ import logging
 from collections import defaultdict
 from typing import Any
 
+from pydantic import ValidationError
+
 from goalkeeper.controller.api import Api, ApiError
 from goalkeeper.controller.cache import MODEL_CONFIG, MONITOR, WatchCache
 from goalkeeper.core.modelconfig import config_status
+from goalkeeper.core.models import ModelConfigStatus
 
 log = logging.getLogger("goalkeeper.configs")
 
@@ -39,7 +42,12 @@ async def refresh_config_statuses(cache: WatchCache, api: Api) -> int:
         if body is None:
             continue
         generation = (body.get("metadata") or {}).get("generation")
-        wanted = config_status(name, monitors[namespace], generation).model_dump(mode="json")
+        try:
+            previous = ModelConfigStatus.model_validate(body.get("status") or {})
+        except ValidationError:
+            previous = None
+        fresh = config_status(name, monitors[namespace], generation, previous)
+        wanted = fresh.model_dump(mode="json")
         if body.get("status") == wanted:
             continue
         try:

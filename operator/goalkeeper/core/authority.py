@@ -109,6 +109,21 @@ _NOT_NAMES = frozenset(
         "do",
         "cannot",
         "can't",
+        # Who may not: the subject of "No monitor may delete ...", never its object.
+        "nobody",
+        "no",
+        "one",
+        "monitor",
+        "monitors",
+        "step",
+        "steps",
+        "team",
+        "teams",
+        "user",
+        "users",
+        "agent",
+        "agents",
+        "here",
     ]
 )
 _ELSE = re.compile(r"\b(?:else|other|others|otherwise)\b")
@@ -179,9 +194,25 @@ def _flat(text: str) -> str:
     return " ".join(text.translate(_CHARS).casefold().split())
 
 
+# A line ending in a colon with a list under it: one sentence, its items as clauses.
+_LISTED = re.compile(r":[ \t]*\n((?:[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]+[^\n]*(?:\n|$))+)")
+_ITEM = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
+
+
+def _fold_lists(text: str) -> str:
+    def fold(match: re.Match[str]) -> str:
+        items = [_ITEM.sub("", line).strip().rstrip(".;") for line in match.group(1).splitlines()]
+        return ": " + "; ".join(item for item in items if item) + ".\n\n"
+
+    return _LISTED.sub(fold, text)
+
+
 def sentences(text: str) -> list[str]:
-    """The sentences of the person's words, as written, each on one line."""
-    return [" ".join(part.split()) for part in _SENTENCE_END.split(text) if part and part.strip()]
+    """The sentences of the person's words, as written, each on one line; a list under a
+    line that ends in a colon is one sentence with that line (so "must never: - a - b"
+    forbids both)."""
+    parts = _SENTENCE_END.split(_fold_lists(text))
+    return [" ".join(part.split()) for part in parts if part and part.strip()]
 
 
 def _words(text: str) -> set[str]:
@@ -452,6 +483,13 @@ def pin(
             return "its quote does not name it"
         if field in _CHANGES and not any(_allows_a_change(s) for s in where):
             return "its quote allows no change (it says what to finish or watch)"
+        instructed = source.origin(quote) in (
+            Words.clusterInstructions,
+            Words.namespaceInstructions,
+        )
+        if instructed and field in _CHANGES and not any(_PERMITS.search(_flat(s)) for s in where):
+            # The operators' rules say how things are done; only their explicit permissions grant.
+            return "an instruction grants a change only in so many words (may, allowed, permitted)"
         return None
 
     def judge(
@@ -475,15 +513,9 @@ def pin(
         )
         return True
 
-    action_quotes = list(dict.fromkeys(a.quote for a in extraction.authorizedActions))
-    for field, noun in _GRANT_LISTS:
-        quoted: list[QuotedEntry] = getattr(extraction, field)
-        also = action_quotes if field == "allowedResources" else ()
-        kept_lists[field] = [
-            q.entry for q in quoted if judge(field, noun, q.entry, q.quote, also=also)
-        ]
-
+    # Actions first: an allowed resource may stand on the quote of an action that stands.
     actions: list[AuthorizedAction] = []
+    action_quotes: list[str] = []
     for action in extraction.authorizedActions:
         text = f"{action.id} {action.description}"
         if not judge("authorizedActions", "authorized action", text, action.quote, repr(action.id)):
@@ -507,6 +539,19 @@ def pin(
         actions.append(
             AuthorizedAction(id=action.id, description=action.description, paid=action.paid)
         )
+        action_quotes.append(action.quote)
+    action_grants, action_drops = grants[:], dropped[:]
+    grants.clear()
+    dropped.clear()
+
+    for field, noun in _GRANT_LISTS:
+        quoted: list[QuotedEntry] = getattr(extraction, field)
+        also = action_quotes if field == "allowedResources" else ()
+        kept_lists[field] = [
+            q.entry for q in quoted if judge(field, noun, q.entry, q.quote, also=also)
+        ]
+    grants.extend(action_grants)
+    dropped.extend(action_drops)
 
     ceiling = _ceiling(extraction, source, grants, dropped)
     found = list(dict.fromkeys(p.sentence for p in prohibitions))
@@ -565,10 +610,12 @@ def _ceiling(
     where = source.locate(quoted.quote)
     amounts = {float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", quoted.quote)}
     amount = float(quoted.amount)
-    if where is None or amount not in amounts:
+    # What a person's run may spend is theirs to say: the operators' rules cannot raise it.
+    theirs = source.origin(quoted.quote) in (Words.task, Words.stopWhen)
+    if where is None or not theirs or amount not in amounts:
         why = (
-            "its quote is not in the task, the stop rule or the instructions"
-            if where is None
+            "its quote is not in the task or the stop rule"
+            if where is None or not theirs
             else ("its quote does not state that amount")
         )
         dropped.append(_clip(f"cost ceiling {amount:g} {quoted.currency}: {why}"))

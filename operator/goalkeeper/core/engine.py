@@ -229,7 +229,7 @@ def _restarts(status: MonitorStatus, event: Event) -> bool:
 
 def _new_run(status: MonitorStatus) -> MonitorStatus:
     """A fresh run that keeps the previous run's last report and stop, the step sequence
-    (so no step name is used twice) and the money already spent."""
+    (so no step name is used twice) and the money already spent, model spend included."""
     runs = list(status.previousRuns)
     if status.stop is not None:
         last = PreviousRun(
@@ -242,6 +242,8 @@ def _new_run(status: MonitorStatus) -> MonitorStatus:
     return MonitorStatus(
         stepSeq=status.stepSeq,
         spend=status.spend,
+        # What went through each ModelConfig stays counted against its spend cap.
+        usageByConfig=status.usageByConfig,
         previousRuns=runs,
         observedGeneration=status.observedGeneration,
     )

@@ -105,9 +105,16 @@ def add_usage(kept: list[ConfigUsage], config: str, usage: StepUsage) -> list[Co
     return [*others, added][-USAGE_CONFIGS_KEPT:]
 
 
-def config_status(name: str, monitors: Iterable[Body], generation: int | None) -> ModelConfigStatus:
+def config_status(
+    name: str,
+    monitors: Iterable[Body],
+    generation: int | None,
+    previous: ModelConfigStatus | None = None,
+) -> ModelConfigStatus:
     """A ModelConfig's status from the statuses of its namespace's Monitors: who spent
-    what through it (a Monitor that moved to another config keeps its spend here)."""
+    what through it (a Monitor that moved to another config keeps its spend here), and
+    what those listed in the `previous` status and deleted since had spent, so deleting a
+    Monitor lowers no spend its cap is held against."""
     users: list[ConfigUser] = []
     for monitor in monitors:
         status = monitor.get("status") or {}
@@ -121,6 +128,7 @@ def config_status(name: str, monitors: Iterable[Body], generation: int | None) -
             users.append(
                 ConfigUser(
                     monitor=str((monitor.get("metadata") or {}).get("name")),
+                    uid=str((monitor.get("metadata") or {}).get("uid") or ""),
                     costUsd=used.costUsd,
                     inputTokens=used.inputTokens,
                     outputTokens=used.outputTokens,
@@ -128,13 +136,19 @@ def config_status(name: str, monitors: Iterable[Body], generation: int | None) -
             )
         # Using it now, before any usage through it is counted.
         named = {u.monitor for u in users}
-        who = str((monitor.get("metadata") or {}).get("name"))
+        meta = monitor.get("metadata") or {}
+        who = str(meta.get("name"))
         if status.get("modelConfig") == name and who not in named:
-            users.append(ConfigUser(monitor=who))
+            users.append(ConfigUser(monitor=who, uid=str(meta.get("uid") or "")))
     users.sort(key=lambda u: (-float(u.costUsd), u.monitor))
+    retired = float(previous.retiredSpendUsd) if previous is not None else 0.0
+    if previous is not None:
+        live = {u.uid for u in users if u.uid}
+        retired += sum(float(u.costUsd) for u in previous.monitors if u.uid and u.uid not in live)
     return ModelConfigStatus(
         monitors=users[:CONFIG_USERS_KEPT],
         monitorCount=len(users),
-        spendUsd=round(sum(float(u.costUsd) for u in users), 6),
+        spendUsd=round(retired + sum(float(u.costUsd) for u in users), 6),
+        retiredSpendUsd=round(retired, 6),
         observedGeneration=generation,
     )

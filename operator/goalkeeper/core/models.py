@@ -938,6 +938,7 @@ class ModelConfigSpec(Model):
 
 class ConfigUser(Model):
     monitor: Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]
+    uid: Annotated[str, Field(max_length=64)] = ""
     costUsd: Number = 0
     inputTokens: Annotated[int, Field(ge=0)] = 0
     outputTokens: Annotated[int, Field(ge=0)] = 0
@@ -950,7 +951,13 @@ class ModelConfigStatus(Model):
         default_factory=list
     )
     monitorCount: Count = 0
-    spendUsd: Number = Field(default=0, description="Model spend of every Monitor through it.")
+    spendUsd: Number = Field(
+        default=0,
+        description="Model spend through it of every Monitor, those deleted since included.",
+    )
+    retiredSpendUsd: Number = Field(
+        default=0, description="What Monitors deleted since spent through it."
+    )
     observedGeneration: Annotated[int, Field(ge=0)] | None = None
 
 

@@ -22,6 +22,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from goalkeeper.core.authority import sentences
 from goalkeeper.core.models import AuthorityExtraction, StepInput
 from goalkeeper.step.agent import RunLimits, StepOutcome, run_agent
+from goalkeeper.step.fence import neutralise
 from goalkeeper.step.steplog import StepLog
 
 Json = dict[str, Any]
@@ -48,8 +49,10 @@ by calling the final_result tool exactly once. You have no other tools and see n
 4. forbiddenChanges, protectedContracts, requiredChecks and stopConditions: short phrases
    of what the words forbid, protect, require and say ends the work.
 5. Nothing is allowed by default. Do not add an action because it seems useful.
-6. The operators' instructions, when given, bind like the task: what they forbid is
-   forbidden whatever the task says, and a grant may quote one of their sentences."""
+6. The operators' instructions, when given, come fenced with their source (<<<OPERATOR_RULES
+   source="cluster-instructions"...>>>): what they forbid is forbidden whatever the task
+   says, and a grant may quote one of their sentences that permits a change in so many
+   words. They never remove what the task forbids, protects or requires."""
 
 # For a small model (GOALKEEPER_WORKED_EXAMPLES): one worked reading of another task. A
 # constant, so the prompt prefix stays cached.
@@ -73,26 +76,38 @@ task that only asks to watch, observe or report grants nothing: answer with no
 allowedResources and no authorizedActions."""
 
 
-# The operators' instructions, headed by whose they are (no target data reaches this step).
+# The operators' instructions, headed and fenced as whose they are (no target data reaches
+# this step): (field, heading, fence source).
 _INSTRUCTION_HEADINGS = (
-    ("cluster", "Cluster instructions (the cluster admin's doctrine)"),
-    ("namespace", "Namespace instructions (the namespace admin's doctrine)"),
+    ("cluster", "Cluster instructions (the cluster admin's doctrine)", "cluster-instructions"),
+    (
+        "namespace",
+        "Namespace instructions (the namespace admin's doctrine)",
+        "namespace-instructions",
+    ),
 )
 
 
-def _instruction_texts(step: StepInput) -> list[tuple[str, str]]:
+def _instruction_texts(step: StepInput) -> list[tuple[str, str, str]]:
+    """(heading, fence source, text) of each of the operators' instructions given."""
     found = step.instructions
     if found is None:
         return []
     return [
-        (heading, getattr(found, field))
-        for field, heading in _INSTRUCTION_HEADINGS
+        (heading, source, getattr(found, field))
+        for field, heading, source in _INSTRUCTION_HEADINGS
         if getattr(found, field)
     ]
 
 
 def extract_user_prompt(step: StepInput) -> str:
-    doctrine = "".join(f"\n## {heading}\n{text}\n" for heading, text in _instruction_texts(step))
+    # Fenced as the operators' own, so their text can neither pose as the task's nor end
+    # the block (a run of three angle brackets inside is broken up).
+    doctrine = "".join(
+        f'\n## {heading}\n<<<OPERATOR_RULES source="{source}">>>\n{neutralise(text)}\n'
+        "<<<END_OPERATOR_RULES>>>\n"
+        for heading, source, text in _instruction_texts(step)
+    )
     return f"""\
 ## Task
 {step.task}
@@ -105,7 +120,7 @@ Read these words and call final_result with what they allow."""
 
 def quote_choices(step: StepInput) -> list[str]:
     """The sentences a grant may quote: the person's own and the operators', as written."""
-    texts = [step.task, step.stopWhen, *(text for _, text in _instruction_texts(step))]
+    texts = [step.task, step.stopWhen, *(text for _, _, text in _instruction_texts(step))]
     found = list(dict.fromkeys(s for text in texts for s in sentences(text)))
     return found if sum(len(s) for s in found) <= CHOICES_MAX else []
 

@@ -121,19 +121,30 @@ def _mark_stale_config(kube: Kube, namespace: str, found: list[dict[str, Any]]) 
 
 
 def _last_written(obj: Mapping[str, Any]) -> str:
-    """When an object was last written, as RFC 3339 (its managed fields' newest time)."""
+    """When a ConfigMap's data was last written, as RFC 3339: the newest time of the
+    managed fields that hold data (a label or annotation change is no new data)."""
     meta = obj.get("metadata") or {}
-    times = [str(m.get("time") or "") for m in meta.get("managedFields") or []]
+    times = [
+        str(m.get("time") or "")
+        for m in meta.get("managedFields") or []
+        if {"f:data", "f:binaryData"} & set((m.get("fieldsV1") or {}).keys())
+    ]
     return max([*times, str(meta.get("creationTimestamp") or "")])
 
 
 def _config_maps_read(workload: Mapping[str, Any]) -> set[str]:
-    """The ConfigMaps a workload's pods read: env, envFrom and volumes."""
+    """The ConfigMaps a workload's pods read once, when they start: through env, envFrom and
+    volumes mounted with a subPath (a whole volume follows the ConfigMap as it changes)."""
     pod = (((workload.get("spec") or {}).get("template") or {}).get("spec")) or {}
     names: set[str] = set()
-    for volume in pod.get("volumes") or []:
-        names.add(str((volume.get("configMap") or {}).get("name") or ""))
+    volumes = {
+        str(v.get("name")): str((v.get("configMap") or {}).get("name") or "")
+        for v in pod.get("volumes") or []
+    }
     for container in [*(pod.get("containers") or []), *(pod.get("initContainers") or [])]:
+        for mount in container.get("volumeMounts") or []:
+            if mount.get("subPath") or mount.get("subPathExpr"):
+                names.add(volumes.get(str(mount.get("name")), ""))
         for source in container.get("envFrom") or []:
             names.add(str((source.get("configMapRef") or {}).get("name") or ""))
         for var in container.get("env") or []:

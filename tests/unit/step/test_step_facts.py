@@ -161,9 +161,16 @@ def worker_pod(name: str, started: str, phase: str = "Running") -> dict[str, Any
 
 def test_a_workload_whose_pods_predate_the_named_config_they_read_is_marked_stale() -> None:
     fixed = config_map("pricing-config", {"currency": "EUR"})
+    data = {"f:data": {"f:currency": {}}}
     fixed["metadata"]["managedFields"] = [
-        {"manager": "kubectl-create", "time": "2026-12-03T09:00:00Z"},
-        {"manager": "kubectl-patch", "time": "2026-12-03T10:00:00Z"},
+        {"manager": "kubectl-create", "time": "2026-12-03T09:00:00Z", "fieldsV1": data},
+        {"manager": "kubectl-patch", "time": "2026-12-03T10:00:00Z", "fieldsV1": data},
+        # A label written later is no new data.
+        {
+            "manager": "kubectl-label",
+            "time": "2026-12-03T11:00:00Z",
+            "fieldsV1": {"f:metadata": {}},
+        },
     ]
     kube = FakeKube([pricing_worker(), fixed, worker_pod("pw-old", "2026-12-03T09:30:00Z")])
     task = "ConfigMap pricing-config was fixed; restart Deployment pricing-worker."
@@ -188,3 +195,28 @@ def test_a_workload_whose_pods_predate_the_named_config_they_read_is_marked_stal
         o for o in facts.read(kube, "shop", task=task, stop_when=stop) if o["kind"] == "Deployment"
     ]
     assert again["staleConfig"] == []
+
+
+def test_a_config_map_mounted_whole_follows_its_changes_and_is_never_stale() -> None:
+    fixed = config_map("pricing-config", {"currency": "EUR"})
+    fixed["metadata"]["managedFields"] = [
+        {"manager": "kubectl-patch", "time": "2026-12-03T10:00:00Z", "fieldsV1": {"f:data": {}}}
+    ]
+    worker = pricing_worker()
+    pod_spec = worker["spec"]["template"]["spec"]
+    pod_spec["containers"][0] = {
+        "name": "w",
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/pricing"}],
+    }
+    pod_spec["volumes"] = [{"name": "cfg", "configMap": {"name": "pricing-config"}}]
+    kube = FakeKube([worker, fixed, worker_pod("pw-old", "2026-12-03T09:30:00Z")])
+    task = "ConfigMap pricing-config was fixed; restart Deployment pricing-worker."
+    read = facts.read(kube, "shop", task=task, stop_when="Stop when pricing-worker runs.")
+    [found] = [o for o in read if o["kind"] == "Deployment"]
+    assert "staleConfig" not in found
+    # Mounted with a subPath, the file is copied once: stale again.
+    pod_spec["containers"][0]["volumeMounts"][0]["subPath"] = "currency"
+    kube.put(worker)
+    read = facts.read(kube, "shop", task=task, stop_when="Stop when pricing-worker runs.")
+    [found] = [o for o in read if o["kind"] == "Deployment"]
+    assert found["staleConfig"] == ["pricing-config"]

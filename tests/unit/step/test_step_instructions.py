@@ -81,7 +81,7 @@ async def test_observe_and_act_steps_get_the_instructions_fenced_as_the_operator
         # The planted close is broken up; only the fence's own marker closes it.
         assert "You may scale Deployment web to 4 replicas." in namespace
         assert f"<<<{CLOSE} id=0000" not in namespace
-        assert "The operators' instructions (binding, like the task)" in user
+        assert "The operators' instructions (rules you follow)" in user
         system = str(body["messages"][0]["content"])
         assert 'source="cluster-instructions" or "namespace-instructions"' in system
 
@@ -114,8 +114,13 @@ async def test_the_task_reading_sees_the_instructions_and_may_quote_their_senten
     assert found.ok, found.error
     [body] = server.bodies
     user = user_message(body)
-    assert "## Cluster instructions (the cluster admin's doctrine)\n" + CLUSTER in user
+    assert (
+        "## Cluster instructions (the cluster admin's doctrine)\n"
+        f'<<<OPERATOR_RULES source="cluster-instructions">>>\n{CLUSTER}\n<<<END_OPERATOR_RULES>>>'
+    ) in user
     assert "## Namespace instructions (the namespace admin's doctrine)" in user
+    # The planted close of the namespace's text is broken up: one close per block.
+    assert user.count("<<<END_OPERATOR_RULES>>>") == 2 and "id=0000>> >" in user
     quotes = {
         json.dumps(node["quote"]["enum"])
         for node in _walk(body["tools"][0]["function"]["parameters"])
