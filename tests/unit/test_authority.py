@@ -234,8 +234,10 @@ def test_a_ceiling_needs_its_amount_in_its_quote() -> None:
         task,
         {"goal": "g", "costCeiling": {"amount": 4000, "quote": "Spending must not exceed 40 USD."}},
     )
-    assert raised.contract.costCeiling is None
     assert "does not state that amount" in raised.record.dropped[0]
+    # The engine reads the person's own limit instead: a ceiling only narrows.
+    assert raised.contract.costCeiling is not None
+    assert float(raised.contract.costCeiling.amount) == 40
 
 
 # --- the engine ------------------------------------------------------------------------------
@@ -386,3 +388,42 @@ def test_every_launched_act_is_inside_the_pinned_resources(
                 assert isinstance(target, KubeTarget) or target is not None
                 assert any(covers(p, target) for p in pinned_targets), entry
             loop.finish()
+
+
+# --- what the engine reads of spending itself ---------------------------------------------------
+
+GPU_TASK = (
+    "Clear the render queue: it needs Deployment gpu-renderer running with 1 replica for "
+    "about 2 hours. Each replica of gpu-renderer rents a GPU at 9 USD per hour. You may "
+    "scale Deployment gpu-renderer to 1 replica. Spending for this task is capped at 10 USD "
+    "in all."
+)
+SCALE_GPU = {
+    "id": "scale-deployment",
+    "description": "Scale Deployment gpu-renderer to 1 replica.",
+    "quote": "You may scale Deployment gpu-renderer to 1 replica.",
+}
+
+
+def test_a_limit_and_a_price_in_the_words_hold_when_the_reading_left_them_out() -> None:
+    # As a small model read it: no ceiling, and the scale not marked paid.
+    kept = pinned(GPU_TASK, {"goal": "g", "authorizedActions": [SCALE_GPU]})
+    assert kept.contract.costCeiling is not None
+    assert (float(kept.contract.costCeiling.amount), kept.contract.costCeiling.currency) == (
+        10,
+        "USD",
+    )
+    assert [(a.id, a.paid) for a in kept.actions] == [("scale-deployment", True)]
+    [ceiling] = [g for g in kept.record.grants if g.field == "costCeiling"]
+    assert ceiling.quote == "Spending for this task is capped at 10 USD in all."
+
+
+def test_an_action_on_what_nothing_prices_stays_unpaid_and_two_limits_record_none() -> None:
+    task = (
+        "Finish Job build. You may resume Job build. Job report costs 3 USD a run. Spending "
+        "is capped at 10 USD; the whole month is capped at 300 USD."
+    )
+    found = {"goal": "g", "authorizedActions": [resume("You may resume Job build.")]}
+    kept = pinned(task, found)
+    assert [(a.id, a.paid) for a in kept.actions] == [("resume-build", False)]
+    assert kept.contract.costCeiling is None

@@ -186,3 +186,15 @@ def test_the_step_in_flight_is_held_against_the_monitors_stop_rule() -> None:
     event = step_event(StepKind.observe, 4, status, stop_when=rule)
     assert isinstance(event, ObservationRejected) and "checkout-api" in event.error
     assert isinstance(step_event(StepKind.observe, 4, status), ObservationAccepted)
+
+
+def test_running_work_is_refused_while_every_named_workload_is_scaled_to_zero() -> None:
+    zero = deployment(replicas=0, readyReplicas=0, availableReplicas=0, updatedReplicas=0)
+    refused = contradiction(seen("wait"), [zero])
+    assert refused == (
+        "work 'running' contradicts what the step read: Deployment web has 0 available, 0 "
+        "ready and 0 updated of 0 replicas, so nothing of it runs."
+    )
+    assert contradiction(seen("wait"), [deployment()]) is None
+    # One goal workload that runs is enough for work to run.
+    assert contradiction(seen("wait"), [zero, deployment("api")]) is None

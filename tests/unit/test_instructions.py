@@ -248,10 +248,12 @@ def test_the_instructions_never_raise_the_authors_cost_ceiling() -> None:
         generation=1,
         instructions=Instructions(namespace=generous),
     )
-    assert kept.contract.costCeiling is None
     assert kept.record.dropped == [
         "cost ceiling 5000 USD: its quote is not in the task or the stop rule"
     ]
+    # The author's own limit holds, found in their words.
+    assert kept.contract.costCeiling is not None
+    assert float(kept.contract.costCeiling.amount) == 50
 
 
 def test_a_resource_stands_on_no_quote_of_an_action_that_was_refused() -> None:

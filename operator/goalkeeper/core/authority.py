@@ -553,7 +553,8 @@ def pin(
     grants.extend(action_grants)
     dropped.extend(action_drops)
 
-    ceiling = _ceiling(extraction, source, grants, dropped)
+    ceiling = _ceiling(extraction, source, grants, dropped) or _ceiling_in_words(spec, grants)
+    actions = _paid_by_their_price(actions, spec)
     found = list(dict.fromkeys(p.sentence for p in prohibitions))
     # A prohibition of any change to something is a forbidden change as it stands; one of
     # a verb only is enforced above, on the actions.
@@ -629,6 +630,68 @@ def _ceiling(
         )
     )
     return Money(amount=quoted.amount, currency=quoted.currency)
+
+
+# "capped at 10 USD", "must not exceed $40", "a budget of 25 EUR": a spending limit.
+_CAP = re.compile(
+    r"\b(?:capped\s+at|cap\s+of|at\s+most|not\s+exceed|no\s+more\s+than|ceiling\s+of|"
+    r"limit\s+of|limited\s+to|budget\s+of|up\s+to)\s+(?:usd\s*|\$\s*)?"
+    r"(\d[\d,]*(?:\.\d+)?)\s*(usd|eur|gbp|dollars?)?"
+)
+# "9 USD per hour", "$12 a run", "costs 3 EUR": a price.
+_PRICE = re.compile(r"(?:\$\s*\d|\b\d[\d,]*(?:\.\d+)?\s*(?:usd|eur|gbp|dollars?)\b)")
+
+
+def _ceiling_in_words(spec: MonitorSpec, grants: list[Grant]) -> Money | None:
+    """A spending limit the task or stop rule states, found by the engine itself when the
+    reading recorded none: a ceiling only narrows, so it is never left out. One amount only;
+    with two different ones the engine cannot tell which is meant and records none."""
+    found: dict[tuple[float, str], tuple[str, Words]] = {}
+    for origin, text in ((Words.task, spec.task), (Words.stopWhen, spec.stopWhen)):
+        for sentence in sentences(text):
+            for amount, unit in _CAP.findall(_flat(sentence)):
+                currency = {"eur": "EUR", "gbp": "GBP"}.get(unit, "USD")
+                found.setdefault((float(amount.replace(",", "")), currency), (sentence, origin))
+    if len(found) != 1:
+        return None
+    [((amount, currency), (sentence, origin))] = found.items()
+    grants.append(
+        Grant(
+            field="costCeiling",
+            entry=f"{amount:g} {currency}",
+            quote=_clip(sentence, RECORD_QUOTE_MAX),
+            source=origin,
+        )
+    )
+    return Money(amount=amount, currency=currency)
+
+
+def _paid_by_their_price(
+    actions: list[AuthorizedAction], spec: MonitorSpec
+) -> list[AuthorizedAction]:
+    """The actions, each paid when the task or stop rule prices what it names ("each replica
+    of gpu-renderer rents a GPU at 9 USD per hour"): marking an action paid only narrows."""
+    priced = [
+        s
+        for text in (spec.task, spec.stopWhen)
+        for s in sentences(text)
+        if _PRICE.search(_flat(s)) and not _CAP.search(_flat(s))
+    ]
+
+    def names(text: str) -> set[str]:
+        # What a text names, without its kinds: "Job report" and "Job build" share no name.
+        return {
+            w
+            for w in _words(text)
+            if w not in _STOPWORDS and w not in _KIND_OF and not _VERB.match(w)
+        }
+
+    return [
+        a
+        if a.paid or not any(names(f"{a.id} {a.description}") & names(s) for s in priced)
+        else a.model_copy(update={"paid": True})
+        for a in actions
+    ]
 
 
 def _clip(text: str, limit: int = LIST_ENTRY_MAX) -> str:

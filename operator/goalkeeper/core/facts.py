@@ -159,6 +159,15 @@ def contradiction(
     held = held and all(j.suspended and j.ended is None and not j.active for j in jobs)
     if observation.work is WorkState.running and held:
         return f"work 'running' contradicts what the step read: {describe(jobs[0])}."
+    # Every workload the goal names is scaled to zero: nothing of it runs.
+    idle = bool(goal) and all(
+        f.kind in _WORKLOADS and not f.replicas and not f.availableReplicas for f in goal
+    )
+    if observation.work is WorkState.running and idle:
+        return (
+            f"work 'running' contradicts what the step read: {describe(goal[0])}, so nothing "
+            "of it runs."
+        )
     action = observation.action
     if action is None:
         return None
