@@ -231,6 +231,15 @@ async def run_observe(
         if routed_output
         else None,
     )
+    copied = prompts.copied_from_example(outcome.result) if worked_example else None
+    if copied is not None:
+        return StepOutcome(
+            None,
+            outcome.usage,
+            f"The answer repeats the worked example's {copied} word for word; that example "
+            "is about another target. Answer from this task's named objects.",
+            StepErrorKind.invalidOutput,
+        )
     if outcome.result is not None:
         # Read again now: the claims are held against the state they were made in.
         action = outcome.result.get("action") or {}

@@ -165,6 +165,32 @@ horizontalpodautoscalers/api.
 ["horizontalpodautoscalers/api"]}}"""
 
 
+# The worked example's own answer, field by field: a small model that copies one of them
+# answers about the example's target, not this one.
+_EXAMPLE_ANSWER = {
+    "incomplete": "api cannot scale past 8.",
+    "failureId": "hpa-capped:api:8",
+    "verification": "api shows spec.maxReplicas 10.",
+    "reason": "api is held at its maximum and the task allows raising it to 10.",
+    "report": "api is capped at 8 replicas; raising maxReplicas to 10.",
+    "authorityBasis": "The task allows raising maxReplicas by 2 up to 12.",
+}
+
+
+def copied_from_example(result: Any) -> str | None:
+    """The field of an observation that repeats the worked example's answer word for word,
+    or None. Compared with case and spacing aside."""
+    if not isinstance(result, dict):
+        return None
+    action = result.get("action")
+    fields = {**result, **(action if isinstance(action, dict) else {})}
+    for name, value in _EXAMPLE_ANSWER.items():
+        said = fields.get(name)
+        if isinstance(said, str) and " ".join(said.casefold().split()) == value.casefold():
+            return name
+    return None
+
+
 def observe_system_prompt(worked_example: bool = False) -> str:
     return (
         f"{OBSERVE_SYSTEM_PROMPT}\n\n{OBSERVE_EXAMPLE}" if worked_example else OBSERVE_SYSTEM_PROMPT
