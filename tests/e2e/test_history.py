@@ -64,9 +64,16 @@ def test_history_prints_each_checks_report_with_its_time_and_step(
             resume = action(action="Resume Job build (set spec.suspend=false).")
             said = "Check two: idle."
             return observation("act", "incomplete", "idle", facts, said, action=resume)
+        # The step reads the Job again once the model answered, and holds the answer to it:
+        # answer once the resumed Job has succeeded, never in a race with it.
+        wait_until(job_succeeded, 60, "the resumed Job to succeed")
         return observation(
             "stop", "complete", "complete", facts, "Check three: done.", stopReason="goalComplete"
         )
+
+    def job_succeeded() -> bool:
+        job = cluster.batch.read_namespaced_job("build", cluster.ns)
+        return bool(job.status.succeeded)
 
     model.default = Scenario(cluster.ns, observe)
     cluster.create_monitor(everyMinutes=1)

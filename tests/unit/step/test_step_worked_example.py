@@ -27,7 +27,6 @@ async def test_an_observation_that_repeats_the_worked_examples_answer_is_invalid
     server: ModelServer,
 ) -> None:
 
-
     copied = observation_dict(
         "act", action=action(incomplete="api cannot scale past 8.", failureId="hpa-capped:api:8")
     )
