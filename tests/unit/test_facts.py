@@ -14,6 +14,7 @@ from goalkeeper.core.facts import (
     contradiction,
     goal_objects,
     names_in,
+    stop_rule_checks,
     stop_rule_replicas,
 )
 from goalkeeper.core.models import FactKind, NamedIn, ObjectFacts, Observation, StepKind
@@ -198,3 +199,14 @@ def test_running_work_is_refused_while_every_named_workload_is_scaled_to_zero() 
     assert contradiction(seen("wait"), [deployment()]) is None
     # One goal workload that runs is enough for work to run.
     assert contradiction(seen("wait"), [zero, deployment("api")]) is None
+
+
+def test_goal_complete_is_refused_before_the_checks_the_stop_rule_asks_for() -> None:
+    stop = "Stop when session-cache has stayed up without a restart for 3 checks in a row."
+    refused = contradiction(seen("stop", **DONE), [deployment()], stop, check=1)
+    assert refused == (
+        "goal 'complete' contradicts the stop rule: it asks for 3 checks, and this is check 1."
+    )
+    assert contradiction(seen("stop", **DONE), [deployment()], stop, check=3) is None
+    assert contradiction(seen("wait"), [deployment()], stop, check=1) is None
+    assert stop_rule_checks("Stop after 2 checks, or 5 checks if it restarts.") is None

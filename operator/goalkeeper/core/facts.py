@@ -100,6 +100,17 @@ def _rollout_short(fact: ObjectFacts) -> bool:
 _COUNT = re.compile(r"\b(\d+)\s+(?:available\s+|ready\s+|running\s+)?(?:replicas?|pods?)\b")
 
 
+# "for 3 checks in a row", "2 consecutive checks": a number of checks the stop rule asks for.
+_CHECKS = re.compile(r"\b(\d+)\s+(?:consecutive\s+|more\s+|straight\s+)?checks?\b")
+
+
+def stop_rule_checks(stop_when: str) -> int | None:
+    """The one number of checks the stop rule asks for; None when it names none, or more
+    than one."""
+    counts = {int(n) for n in _CHECKS.findall(stop_when.casefold())}
+    return counts.pop() if len(counts) == 1 else None
+
+
 def stop_rule_replicas(stop_when: str, name: str) -> int | None:
     """The one replica count the stop rule's sentences that name `name` ask for; None when
     they name none, or more than one."""
@@ -120,12 +131,19 @@ def _short_of_stop_rule(fact: ObjectFacts, stop_when: str) -> int | None:
 
 
 def contradiction(
-    observation: Observation, facts: Sequence[ObjectFacts], stop_when: str = ""
+    observation: Observation, facts: Sequence[ObjectFacts], stop_when: str = "", check: int = 0
 ) -> str | None:
     """The first claim of `observation` that `facts` contradict, as a sentence; else None.
-    `stop_when` is the Monitor's stop rule: a replica count it names for a workload counts."""
+    `stop_when` is the Monitor's stop rule: a replica count it names for a workload counts,
+    and so does a number of checks it asks for, against `check`, the check answered."""
     goal = goal_objects(facts)
     jobs = [f for f in goal if f.kind is FactKind.Job]
+    wanted_checks = stop_rule_checks(stop_when)
+    if observation.goal is GoalState.complete and wanted_checks and 0 < check < wanted_checks:
+        return (
+            f"goal 'complete' contradicts the stop rule: it asks for {wanted_checks} checks, "
+            f"and this is check {check}."
+        )
     if observation.goal is GoalState.complete:
         for fact in goal:
             unfinished = fact.kind is FactKind.Job and fact.ended is None

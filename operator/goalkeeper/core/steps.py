@@ -102,6 +102,7 @@ def next_event(
                 step.status,
                 forged=step.forged,
                 stop_when=step.stop_when,
+                check=in_flight.check,
             )
         if step.job_ended is not None:
             return StepFailed(in_flight.seq, step.job_ended)
@@ -143,6 +144,7 @@ def step_event(
     *,
     forged: str | None = None,
     stop_when: str = "",
+    check: int = 0,
 ) -> Event | None:
     """The event a MonitorStep's status stands for, or None while the step has not ended.
 
@@ -182,7 +184,7 @@ def step_event(
         except ValidationError as error:
             message = f"Invalid observation: {describe_errors(error)}"
             return ObservationRejected(seq, message, usage=usage)
-        refuted = contradiction(observation, status.facts, stop_when)
+        refuted = contradiction(observation, status.facts, stop_when, check)
         if refuted is not None:
             return ObservationRejected(seq, f"Contradicted by the facts: {refuted}", usage=usage)
         return ObservationAccepted(seq, observation, usage=usage)
