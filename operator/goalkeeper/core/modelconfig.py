@@ -116,6 +116,7 @@ def config_status(
     what those listed in the `previous` status and deleted since had spent, so deleting a
     Monitor lowers no spend its cap is held against."""
     users: list[ConfigUser] = []
+    listed: set[str] = set()
     for monitor in monitors:
         status = monitor.get("status") or {}
         for entry in status.get("usageByConfig") or []:
@@ -134,12 +135,13 @@ def config_status(
                     outputTokens=used.outputTokens,
                 )
             )
+            listed.add(users[-1].monitor)
         # Using it now, before any usage through it is counted.
-        named = {u.monitor for u in users}
         meta = monitor.get("metadata") or {}
         who = str(meta.get("name"))
-        if status.get("modelConfig") == name and who not in named:
+        if status.get("modelConfig") == name and who not in listed:
             users.append(ConfigUser(monitor=who, uid=str(meta.get("uid") or "")))
+            listed.add(who)
     users.sort(key=lambda u: (-float(u.costUsd), u.monitor))
     retired = float(previous.retiredSpendUsd) if previous is not None else 0.0
     if previous is not None:
