@@ -133,6 +133,9 @@ class WatchCache:
         self._history: dict[str, dict[int, str]] = defaultdict(dict)
         self._accounts: dict[Key, float] = {}
         self._clock = clock
+        # Namespaces whose Monitors or ModelConfigs changed since the configs' statuses were
+        # last brought up to date (controller/configs.py): a pass reads only those.
+        self._configs_due: set[str] = set()
 
     # --- fed by the watches and the writes ---
 
@@ -144,6 +147,8 @@ class WatchCache:
         kept its newer copy then would never look again."""
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace")), str(meta.get("name")))
+        if kind in (MONITOR, MODEL_CONFIG):
+            self._configs_due.add(key[0])
         store = self._objects[kind]
         if not _newer_or_same(body, store.get(key)):
             self.drop(kind, *key)
@@ -166,6 +171,8 @@ class WatchCache:
         key = (namespace, name)
         if body is not None and not _newer_or_same(body, store.get(key)):
             return
+        if kind in (MONITOR, MODEL_CONFIG):
+            self._configs_due.add(namespace)
         gone = store.pop(key, None)
         if kind == STEP and gone is not None:
             self._forget_history(gone.body())
@@ -220,6 +227,14 @@ class WatchCache:
 
     def account_seen(self, namespace: str, name: str) -> None:
         self._accounts[(namespace, name)] = self._clock()
+
+    def config_due(self, namespace: str) -> None:
+        self._configs_due.add(namespace)
+
+    def take_configs_due(self) -> set[str]:
+        """The namespaces whose ModelConfig statuses may have changed since the last call."""
+        due, self._configs_due = self._configs_due, set()
+        return due
 
     def config_absent(self, namespace: str, name: str) -> bool:
         seen = self._absent_configs.get((namespace, name))

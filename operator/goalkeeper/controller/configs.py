@@ -1,7 +1,8 @@
 """ModelConfig statuses: who spent what through each config, from the Monitors' statuses.
 
-A pass reads only the watch cache and writes a status only where it changed, so it costs
-nothing where no namespace has a ModelConfig and one write per config whose spend moved.
+A pass reads only the watch cache, only of namespaces where a Monitor or a ModelConfig
+changed since the last pass, and writes a status only where it changed: waiting Monitors
+cost it nothing, and a config whose spend moved one write.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ REFRESH_SECONDS = 10.0
 async def refresh_config_statuses(cache: WatchCache, api: Api) -> int:
     """Write the status of every ModelConfig whose users or spend changed; the number
     written. A refused write is logged and tried again on the next pass."""
-    configs = cache.keys(MODEL_CONFIG)
+    due = cache.take_configs_due()
+    configs = [key for key in cache.keys(MODEL_CONFIG) if key[0] in due]
     namespaces = {namespace for namespace, _ in configs}
     monitors: dict[str, list[Body]] = defaultdict(list)
     for namespace, name in cache.keys(MONITOR):
@@ -56,6 +58,7 @@ async def refresh_config_statuses(cache: WatchCache, api: Api) -> int:
             log.warning(
                 "%s/%s: could not write the ModelConfig's status: %s", namespace, name, error
             )
+            cache.config_due(namespace)  # the next pass tries again
             continue
         written += 1
     return written
