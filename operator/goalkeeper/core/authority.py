@@ -392,10 +392,14 @@ def _allows_a_change(sentence: str) -> bool:
     return _PERMITS.search(flat) is not None or _VERB.search(flat) is not None
 
 
+def _significant(text: str) -> set[str]:
+    """The words of a text that are not a verb or filler."""
+    return {w for w in _words(text) if w not in _STOPWORDS and not _VERB.match(w)}
+
+
 def _shares_word(text: str, quote: str) -> bool:
     """A quote names a grant when they share a word that is not a verb or filler."""
-    significant = {w for w in _words(text) if w not in _STOPWORDS and not _VERB.match(w)}
-    return bool(significant & _words(quote))
+    return bool(_significant(text) & _words(quote))
 
 
 def _names_target(entry: str, where: Sequence[str], quote: str) -> bool:
@@ -680,11 +684,7 @@ def _paid_by_their_price(
 
     def names(text: str) -> set[str]:
         # What a text names, without its kinds: "Job report" and "Job build" share no name.
-        return {
-            w
-            for w in _words(text)
-            if w not in _STOPWORDS and w not in _KIND_OF and not _VERB.match(w)
-        }
+        return _significant(text) - _KIND_OF.keys()
 
     return [
         a
