@@ -24,6 +24,8 @@ from goalkeeper.core.models import (
     MonitorStatus,
     MonitorStepSpec,
     MonitorStepStatus,
+    NotificationSinkSpec,
+    NotificationSinkStatus,
 )
 
 GROUP = "goalkeeper.dev"
@@ -319,11 +321,37 @@ def modelconfig_crd() -> Schema:
     )
 
 
+def notificationsink_crd() -> Schema:
+    return _crd(
+        kind="NotificationSink",
+        plural="notificationsinks",
+        short_names=["sink"],
+        spec=structural(NotificationSinkSpec, cel=False),
+        status=structural(NotificationSinkStatus, cel=False),
+        description=(
+            "A webhook that receives the news of this namespace's Monitors: stops with their "
+            "report, approval requests, health changes and, if chosen, every report. The URL "
+            "is a key of Secret goalkeeper-notifications in this namespace."
+        ),
+        columns=[
+            {"name": "Format", "type": "string", "jsonPath": ".spec.format"},
+            {
+                "name": "Ready",
+                "type": "string",
+                "jsonPath": ".status.conditions[?(@.type=='Ready')].status",
+            },
+            {"name": "Delivered", "type": "date", "jsonPath": ".status.lastDeliveredAt"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+    )
+
+
 FILES = {
     "monitors.goalkeeper.dev.yaml": monitor_crd,
     "monitorsteps.goalkeeper.dev.yaml": monitorstep_crd,
     "monitorapprovals.goalkeeper.dev.yaml": monitorapproval_crd,
     "modelconfigs.goalkeeper.dev.yaml": modelconfig_crd,
+    "notificationsinks.goalkeeper.dev.yaml": notificationsink_crd,
 }
 
 

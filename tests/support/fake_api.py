@@ -203,6 +203,27 @@ class FakeApi:
             if kind == "MonitorApproval" and ns == namespace
         ]
 
+    async def get_secret(self, namespace: str, name: str) -> Body:
+        self._enter("get_secret", name)
+        return self._read("Secret", namespace, name)
+
+    async def record_delivered(
+        self, namespace: str, name: str, uid: str, sink: str, seq: int
+    ) -> None:
+        self._enter("record_delivered", f"{name}:{sink}:{seq}")
+        current = self._read("Monitor", namespace, name)
+        if current["metadata"]["uid"] != uid:
+            raise Conflict("Precondition failed: UID in precondition", 409)
+        patch = {"notices": {"delivered": {sink: seq}}}
+        current["status"] = merge_patch(current.get("status") or {}, patch)
+        self.put("Monitor", current)
+
+    async def patch_sink_status(self, namespace: str, name: str, status: Body) -> None:
+        self._enter("patch_sink_status", name)
+        found = self._read("NotificationSink", namespace, name)
+        found["status"] = merge_patch(found.get("status") or {}, status)
+        self.put("NotificationSink", found)
+
     async def review_access(self, author: Author, permission: Permission) -> bool:
         self._enter("review_access", f"{author.user} {permission.text}")
         if "system:masters" in author.groups:

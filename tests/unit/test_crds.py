@@ -146,6 +146,7 @@ def test_crds_command_prints_yaml_documents(capsys: object) -> None:
         "monitorsteps.goalkeeper.dev",
         "monitorapprovals.goalkeeper.dev",
         "modelconfigs.goalkeeper.dev",
+        "notificationsinks.goalkeeper.dev",
     ]
 
 

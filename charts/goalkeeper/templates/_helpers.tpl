@@ -55,6 +55,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [goalkeeper.dev]
   resources: [modelconfigs/status]
   verbs: [patch]
+# Where the news of a namespace's Monitors goes; a sink's status says whether it arrives.
+- apiGroups: [goalkeeper.dev]
+  resources: [notificationsinks]
+  verbs: [get, list, watch]
+- apiGroups: [goalkeeper.dev]
+  resources: [notificationsinks/status]
+  verbs: [patch]
 # Owner references with blockOwnerDeletion need update on the owner's finalizers.
 - apiGroups: [goalkeeper.dev]
   resources: [monitors/finalizers, monitorsteps/finalizers]
@@ -77,6 +84,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [configmaps]
   resourceNames: [goalkeeper-instructions]
+  verbs: [get]
+# The sinks' webhook URLs: that one Secret of a namespace, never any other.
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [goalkeeper-notifications]
   verbs: [get]
 # list, watch: event wakes watch the target workloads a waiting monitor names.
 - apiGroups: [batch]

@@ -391,6 +391,60 @@ class KubeApi:
             ),
         )
 
+    async def get_secret(self, namespace: str, name: str) -> Body:
+        # The error names the Secret, never its data; its body goes nowhere but the caller.
+        return await self._call(
+            f"read Secret {namespace}/{name}",
+            lambda: self.core.read_namespaced_secret(name, namespace, _preload_content=False),
+        )
+
+    async def list_notification_sinks(self) -> list[Body]:
+        listed = await self._call(
+            "list the NotificationSinks",
+            lambda: self.custom.list_cluster_custom_object(
+                GROUP, VERSION, "notificationsinks", _preload_content=False
+            ),
+        )
+        return list(listed.get("items") or [])
+
+    async def record_delivered(
+        self, namespace: str, name: str, uid: str, sink: str, seq: int
+    ) -> None:
+        """Record that `sink` received this Monitor's messages up to `seq`: a merge of that
+        one key, refused (Conflict) when another Monitor now holds the name."""
+        body = {
+            "metadata": {"uid": uid},
+            "status": {"notices": {"delivered": {sink: seq}}},
+        }
+        await self._call(
+            f"record notifications delivered of Monitor {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                "monitors",
+                name,
+                body,
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
+            ),
+        )
+
+    async def patch_sink_status(self, namespace: str, name: str, status: Body) -> None:
+        await self._call(
+            f"write the status of NotificationSink {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                "notificationsinks",
+                name,
+                {"status": status},
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
+            ),
+        )
+
     async def list_approvals(self, namespace: str) -> list[Body]:
         # Read only while a monitor awaits an answer; they are few, and kept as a record.
         listed = await self._call(

@@ -37,6 +37,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     kopf.on.event("", "v1", "pods", labels=ours, registry=registry)(on_pod)
     kopf.on.event(GROUP, VERSION, "monitorapprovals", registry=registry)(on_approval)
     kopf.on.event(GROUP, VERSION, "modelconfigs", registry=registry)(on_model_config)
+    kopf.on.event(GROUP, VERSION, "notificationsinks", registry=registry)(on_sink)
 
 
 def _track(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) -> bool:
@@ -64,7 +65,9 @@ async def on_monitor(
     if _track(memo.cache, MONITOR, event, body):
         # Garbage collection removes the steps, Jobs and pods; nothing more is reported.
         log.info("%s/%s deleted: cancelled", namespace, name)
-        memo.cache.forget_monitor(namespace, name, body.get("metadata", {}).get("uid"))
+        uid = body.get("metadata", {}).get("uid")
+        memo.cache.forget_monitor(namespace, name, uid)
+        memo.notifier.forget_monitor(str(uid))
         queue.forget(namespace, name)
         metrics.forget_monitor(namespace, name)
         return
@@ -118,3 +121,13 @@ async def on_approval(
 async def on_model_config(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
     # Read at each step's launch, from the cache; an edit counts from the next step.
     _track(memo.cache, MODEL_CONFIG, event, body)
+
+
+async def on_sink(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    # Read at each delivery; an edit counts from the next message.
+    raw = dict(event.get("object") or body)
+    meta = raw.get("metadata") or {}
+    if event.get("type") == "DELETED":
+        memo.notifier.registry.drop(str(meta.get("namespace")), str(meta.get("name")))
+    else:
+        memo.notifier.registry.put(raw)

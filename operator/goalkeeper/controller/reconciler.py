@@ -32,7 +32,7 @@ from goalkeeper.controller.api import (
     denied_permissions,
 )
 from goalkeeper.controller.settings import OperatorSettings
-from goalkeeper.core import authority, migrate, modelconfig, permissions
+from goalkeeper.core import authority, migrate, modelconfig, notices, permissions
 from goalkeeper.core.controls import Controls, controls_of
 from goalkeeper.core.engine import (
     ApprovalAnswered,
@@ -70,6 +70,7 @@ from goalkeeper.core.models import (
     StopReason,
     WatchTarget,
 )
+from goalkeeper.core.notices import SinkWants
 from goalkeeper.core.permissions import Author, Permission
 from goalkeeper.core.policy import Context
 from goalkeeper.core.steps import TERMINAL_PHASES, StepFacts, describe_errors, next_event
@@ -109,6 +110,21 @@ class _NoWakes:
         return None
 
     def restore(self, key: Key, change: tuple[WatchTarget, str]) -> None:
+        return None
+
+
+class Sinks(Protocol):
+    """Where each Monitor's messages go (controller/notify.py)."""
+
+    def wants(self, namespace: str) -> tuple[SinkWants, ...] | None: ...
+    def poke(self, namespace: str, name: str) -> None: ...
+
+
+class _NoSinks:
+    def wants(self, namespace: str) -> tuple[SinkWants, ...] | None:
+        return ()
+
+    def poke(self, namespace: str, name: str) -> None:
         return None
 
 
@@ -191,8 +207,10 @@ class Reconciler:
         settings: OperatorSettings,
         clock: Callable[[], datetime] = utcnow,
         wakes: Wakes | None = None,
+        sinks: Sinks | None = None,
     ) -> None:
         self.api = api
+        self.sinks: Sinks = sinks or _NoSinks()
         self.settings = settings
         self.policy = settings.policy()
         self.clock = clock
@@ -294,6 +312,8 @@ class Reconciler:
                 self._taken.pop(key, None)
                 metrics.record_decision(namespace, status, target, _step_status(facts))
                 metrics.set_monitor(namespace, name, target)
+                if target.notices is not None and target.notices.items:
+                    self.sinks.poke(namespace, name)
                 if decision is not None:
                     monitor = await self._launch_recorded(monitor, decision)
                     await self._keep_reports(monitor, status, decision)
@@ -712,20 +732,22 @@ class Reconciler:
         self, monitor: Body, spec: MonitorSpec | None, decision: Decision
     ) -> Decision:
         try:
-            return await self._carry_out_effects(monitor, spec, decision)
+            done = await self._carry_out_effects(monitor, spec, decision)
         except ForeignObject as foreign:
             # Someone else's object holds a name that is ours to use: stop, touch nothing.
             halted = halt(decision.status, str(foreign), self.clock())
             return await self._carry_out(monitor, spec, halted)
+        # The sinks' messages go into the status that records the decision.
+        meta = monitor["metadata"]
+        wants = self.sinks.wants(meta["namespace"])
+        return notices.record(done, wants, str(meta.get("uid", "")), self.clock())
 
     async def _carry_out_effects(
         self, monitor: Body, spec: MonitorSpec | None, decision: Decision
     ) -> Decision:
         meta = monitor["metadata"]
         where = f"{meta['namespace']}/{meta['name']}"
-        # Event names are unique per run: a spec edit after a stop counts checks anew.
-        runs = len(decision.status.previousRuns)
-        run = f"run{runs + 1}-" if runs else ""
+        run = notices.run_prefix(decision.status)
         for effect in decision.effects:
             match effect:
                 case LaunchStep():

@@ -22,6 +22,13 @@ from goalkeeper.controller.configs import keep_config_statuses
 from goalkeeper.controller.handlers import register
 from goalkeeper.controller.leader import LeaderElector, standby_health
 from goalkeeper.controller.manifests import GROUP, LABEL_STEP
+from goalkeeper.controller.notify import (
+    ClusterNotifyApi,
+    HttpDelivery,
+    Notifier,
+    Sink,
+    SinkRegistry,
+)
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.controller.targets import KubeSource, TargetWatches
@@ -160,7 +167,16 @@ async def _run_kopf(
     cache = WatchCache()
     # A target change names its monitor, like any other trigger.
     watches = TargetWatches(KubeSource(api), lambda namespace, name: queue.trigger(namespace, name))
-    reconciler = Reconciler(CachedApi(kube, cache), settings, wakes=watches)
+    cluster_spec = settings.cluster_sink()
+    sinks = SinkRegistry(Sink("", "", cluster_spec) if cluster_spec is not None else None)
+    cached = CachedApi(kube, cache)
+    notifier = Notifier(
+        ClusterNotifyApi(cached, kube),
+        sinks,
+        HttpDelivery(),
+        cluster_url=settings.notifyUrl.get_secret_value(),
+    )
+    reconciler = Reconciler(cached, settings, wakes=watches, sinks=notifier)
     queue = WorkQueue(
         reconciler.reconcile,
         resync_seconds=settings.resyncSeconds,
@@ -169,6 +185,7 @@ async def _run_kopf(
         on_retry=metrics.record_retry,
         record_refusal=reconciler.record_refusal,
         on_wait=watches.want,
+        on_notices=notifier.poke,
     )
     if not settings.model:
         log.warning("GOALKEEPER_MODEL is not set: monitors will stop with that reason")
@@ -184,13 +201,17 @@ async def _run_kopf(
     )
     resync = asyncio.get_running_loop().create_task(queue.resync_forever())
     statuses = asyncio.get_running_loop().create_task(keep_config_statuses(cache, kube))
+    listing = asyncio.get_running_loop().create_task(
+        notifier.list_sinks(kube.list_notification_sinks)
+    )
+    delivering = asyncio.get_running_loop().create_task(notifier.run())
     try:
         await kopf.operator(
             registry=build_registry(),
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
             standalone=True,
-            memo=kopf.Memo(queue=queue, cache=cache, leadership=leadership),
+            memo=kopf.Memo(queue=queue, cache=cache, leadership=leadership, notifier=notifier),
             stop_flag=stop_flag,
             ready_flag=ready_flag,
             liveness_endpoint=liveness,
@@ -198,6 +219,11 @@ async def _run_kopf(
     finally:
         resync.cancel()
         statuses.cancel()
+        listing.cancel()
+        delivering.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await delivering
+        await notifier.delivery_closed()
         await queue.close()
         await watches.close()
 

@@ -7,12 +7,19 @@ import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated
+from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 
 from goalkeeper import __version__
 from goalkeeper.core import policy
-from goalkeeper.core.models import INSTRUCTIONS_MAX, Model
+from goalkeeper.core.models import (
+    INSTRUCTIONS_MAX,
+    Model,
+    NoticeKind,
+    NotificationSinkSpec,
+    SinkFormat,
+)
 from goalkeeper.core.policy import Policy
 
 PREFIX = "GOALKEEPER_"
@@ -22,6 +29,7 @@ class SettingsError(ValueError):
     """A setting is missing or malformed; the message names the variable and the bound."""
 
 
+NOTIFY_SEND_PATTERN = r"^(stop|approval|health|report)(,(stop|approval|health|report))*$"
 ACT_EXTRA_VERBS_PATTERN = r"^((create|update|delete)(,(create|update|delete))*)?$"
 
 
@@ -73,6 +81,22 @@ class OperatorSettings(Model):
             "GOALKEEPER_INSTRUCTIONS: the cluster admin's instructions, read with every task "
             "as binding doctrine (what they forbid, no Monitor may do; a grant may quote them)."
         ),
+    )
+    notifyUrl: SecretStr = Field(
+        default=SecretStr(""),
+        description=(
+            "GOALKEEPER_NOTIFY_URL: the cluster sink's webhook (http or https), for the Monitors "
+            "of namespaces with no NotificationSink; empty: none."
+        ),
+    )
+    notifyFormat: SinkFormat = Field(
+        default=SinkFormat.generic,
+        description="GOALKEEPER_NOTIFY_FORMAT: generic, slack or cloudevents.",
+    )
+    notifySend: Annotated[str, Field(pattern=NOTIFY_SEND_PATTERN)] = Field(
+        default="stop,approval,health",
+        description="GOALKEEPER_NOTIFY_SEND: what the cluster sink gets, from stop, approval, "
+        "health, report, comma-separated.",
     )
     stepEnv: dict[str, str] = Field(
         default_factory=dict,
@@ -205,6 +229,15 @@ class OperatorSettings(Model):
             raise ValueError("must be `openai:NAME` or `anthropic:NAME`")
         return value
 
+    @field_validator("notifyUrl")
+    @classmethod
+    def _notify_url(cls, value: SecretStr) -> SecretStr:
+        url = value.get_secret_value().strip()
+        parts = urlsplit(url)
+        if url and (parts.scheme not in ("http", "https") or not parts.hostname):
+            raise ValueError("must be an http or https URL (its value is not shown)")
+        return SecretStr(url)
+
     @property
     def minute(self) -> timedelta:
         return timedelta(seconds=self.timeScale)
@@ -223,6 +256,13 @@ class OperatorSettings(Model):
             invalid_answers=self.invalidAnswersLimit,
             brake_acts=self.brakeActs,
         )
+
+    def cluster_sink(self) -> NotificationSinkSpec | None:
+        """The chart's sink for namespaces with none of their own; None when no URL is set."""
+        if not self.notifyUrl.get_secret_value():
+            return None
+        send = [NoticeKind(kind) for kind in dict.fromkeys(self.notifySend.split(","))]
+        return NotificationSinkSpec(format=self.notifyFormat, send=send)
 
     @property
     def act_extra_verbs(self) -> tuple[str, ...]:
@@ -270,6 +310,9 @@ _FIELDS = {
     "stepHistory": "STEP_HISTORY",
     "repairCommand": "REPAIR_COMMAND",
     "instructions": "INSTRUCTIONS",
+    "notifyUrl": "NOTIFY_URL",
+    "notifyFormat": "NOTIFY_FORMAT",
+    "notifySend": "NOTIFY_SEND",
     "timeScale": "TIME_SCALE",
     "resyncSeconds": "RESYNC_SECONDS",
     "modelSpendCapUsd": "MODEL_SPEND_CAP_USD",

@@ -87,6 +87,7 @@ class WorkQueue:
         on_retry: Callable[[], None] | None = None,
         record_refusal: RecordRefusal | None = None,
         on_wait: OnWait | None = None,
+        on_notices: Callable[[str, str], None] | None = None,
     ) -> None:
         self._reconcile = reconcile
         self.resync_seconds = resync_seconds
@@ -97,6 +98,7 @@ class WorkQueue:
         self._on_retry = on_retry or (lambda: None)
         self._record_refusal = record_refusal
         self._on_wait = on_wait or (lambda key, targets: None)
+        self._on_notices = on_notices or (lambda namespace, name: None)
         self._dirty: set[Key] = set()
         self._fresh: set[Key] = set()
         self._workers: dict[Key, asyncio.Task[None]] = {}
@@ -127,6 +129,8 @@ class WorkQueue:
             self.trigger(namespace, name)  # the reconcile stops it, saying why
             return
         self._remember(key, status)
+        if status.notices is not None and status.notices.items:
+            self._on_notices(namespace, name)  # kept for a sink: sent unless it has them
         if meta.get("resourceVersion") == self._settled.get(key):
             return
         controls = controls_of(meta.get("annotations"))

@@ -18,6 +18,7 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    field_validator,
     model_validator,
 )
 from pydantic.json_schema import SkipJsonSchema
@@ -987,6 +988,86 @@ class Condition(Model):
     observedGeneration: Annotated[int, Field(ge=0)] | None = None
 
 
+NOTICES_KEPT = 16
+NOTICE_TEXT_MAX = 2000
+SINKS_REMEMBERED = 16
+# The Secret of a namespace that holds its sinks' webhook URLs: the one Secret there the
+# operator may read (its role names it), so a sink can send no other Secret anywhere.
+SINK_SECRET = "goalkeeper-notifications"  # noqa: S105 (a name, not a password)
+
+
+class NoticeKind(StrEnum):
+    stop = "stop"  # the monitor stopped: its report and what to do
+    approval = "approval"  # a paid action or a stall awaits a person's answer
+    health = "health"  # Healthy, Stalled, Failing, ... changed
+    report = "report"  # every check's report
+
+
+class Notice(Model):
+    """One message for the notification sinks, kept in status until they took it."""
+
+    seq: Annotated[int, Field(ge=1)]
+    id: Annotated[str, Field(max_length=400)] = Field(
+        description="Stable across retries and restarts: the Monitor's uid and the event."
+    )
+    kind: NoticeKind
+    at: datetime
+    summary: Annotated[str, Field(max_length=200)]
+    text: Annotated[str, Field(max_length=NOTICE_TEXT_MAX)]
+
+
+class Notices(Model):
+    """The messages waiting for this Monitor's sinks, and how far each sink has taken them."""
+
+    seq: Count = Field(default=0, description="The last message's number.")
+    items: Annotated[list[Notice], Field(max_length=NOTICES_KEPT)] = Field(default_factory=list)
+    delivered: Annotated[dict[str, Count], Field(max_length=SINKS_REMEMBERED)] = Field(
+        default_factory=dict,
+        description="Sink -> the number of the last message it received.",
+    )
+
+
+class SinkFormat(StrEnum):
+    generic = "generic"  # goalkeeper's own JSON
+    slack = "slack"  # a Slack-compatible incoming webhook
+    cloudevents = "cloudevents"  # CloudEvents over HTTP, binary mode
+
+
+DEFAULT_SENDS = [NoticeKind.stop, NoticeKind.approval, NoticeKind.health]
+
+
+class NotificationSinkSpec(Model):
+    """Where the messages of this namespace's Monitors go, and which."""
+
+    format: SinkFormat = SinkFormat.generic
+    urlKey: Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]+$", min_length=1, max_length=253)] = (
+        Field(
+            default="url",
+            description=f"The key of Secret {SINK_SECRET} in this namespace that holds the "
+            "webhook URL (http or https).",
+        )
+    )
+    send: Annotated[list[NoticeKind], Field(min_length=1, max_length=4)] = Field(
+        default_factory=lambda: list(DEFAULT_SENDS),
+        description="What to send: stop, approval, health, report (every check's report).",
+    )
+
+    @field_validator("send")
+    @classmethod
+    def _once_each(cls, value: list[NoticeKind]) -> list[NoticeKind]:
+        if len(set(value)) != len(value):
+            raise ValueError("names each kind at most once")
+        return value
+
+
+class NotificationSinkStatus(Model):
+    """Whether messages reach the receiver (kept by the operator; never the URL)."""
+
+    conditions: Annotated[list[Condition], Field(max_length=4)] = Field(default_factory=list)
+    lastDeliveredAt: datetime | None = None
+    observedGeneration: Annotated[int, Field(ge=0)] | None = None
+
+
 class MonitorStatus(Model):
     """Everything the loop knows: the operator can die at any instant and resume from it."""
 
@@ -1082,6 +1163,10 @@ class MonitorStatus(Model):
     )
     usageByConfig: Annotated[list[ConfigUsage], Field(max_length=8)] = Field(
         default_factory=list, description="Model usage through each ModelConfig used."
+    )
+    notices: Notices | None = Field(
+        default=None,
+        description="Messages for the namespace's NotificationSinks, until each took them.",
     )
     previousRuns: Annotated[list[PreviousRun], Field(max_length=PREVIOUS_RUNS_KEPT)] = Field(
         default_factory=list, description="Runs that stopped before a spec edit restarted it."
