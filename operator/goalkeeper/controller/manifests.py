@@ -7,6 +7,7 @@ finds its own earlier object (AlreadyExists) instead of making a second one.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -161,9 +162,13 @@ def monitor_step(monitor: Manifest, launch: LaunchStep) -> Manifest:
 
 
 def step_job(
-    step: Manifest, settings: OperatorSettings, choice: ModelChoice = OPERATOR_SETTINGS
+    step: Manifest,
+    settings: OperatorSettings,
+    choice: ModelChoice = OPERATOR_SETTINGS,
+    tracing: Mapping[str, str] | None = None,
 ) -> Manifest:
-    """The Job that runs `step`, with the model `choice` names (the operator's by default)."""
+    """The Job that runs `step`, with the model `choice` names (the operator's by default)
+    and the `tracing` settings (the OTLP endpoint, the check's TRACEPARENT) when traced."""
     meta = step["metadata"]
     model = StepModel.of(settings, choice)
     kind = StepKind(step["spec"]["kind"])
@@ -209,7 +214,10 @@ def step_job(
                             "name": "step",
                             "image": settings.stepImage,
                             "command": ["goalkeeper-step", kind.value],
-                            "env": step_env(meta, kind, settings, model),
+                            "env": [
+                                *step_env(meta, kind, settings, model),
+                                *({"name": k, "value": v} for k, v in (tracing or {}).items()),
+                            ],
                             "securityContext": {
                                 "allowPrivilegeEscalation": False,
                                 "readOnlyRootFilesystem": True,

@@ -32,6 +32,7 @@ from goalkeeper.controller.api import (
     denied_permissions,
 )
 from goalkeeper.controller.settings import OperatorSettings
+from goalkeeper.controller.telemetry import CheckSpans
 from goalkeeper.core import authority, migrate, modelconfig, notices, permissions
 from goalkeeper.core.controls import Controls, controls_of
 from goalkeeper.core.engine import (
@@ -208,9 +209,11 @@ class Reconciler:
         clock: Callable[[], datetime] = utcnow,
         wakes: Wakes | None = None,
         sinks: Sinks | None = None,
+        spans: CheckSpans | None = None,
     ) -> None:
         self.api = api
         self.sinks: Sinks = sinks or _NoSinks()
+        self.spans = spans or CheckSpans({})
         self.settings = settings
         self.policy = settings.policy()
         self.clock = clock
@@ -362,6 +365,7 @@ class Reconciler:
         for effect in decision.effects:
             if not isinstance(effect, EmitReport) or effect.final or effect.check != step.check:
                 continue
+            self._check_span(monitor, step, decision.status)
             annotations = manifests.report_annotations(effect.check, effect.text)
             try:
                 await self.api.annotate_step(meta["namespace"], name, annotations)
@@ -374,6 +378,28 @@ class Reconciler:
                     effect.check,
                     error,
                 )
+
+    def _check_span(self, monitor: Body, step: StepInFlight, after: MonitorStatus) -> None:
+        """The accepted check's root span, from its observe step's start to now."""
+        meta = monitor["metadata"]
+        trace = self.spans.trace(meta["uid"], meta.get("generation"), step.check)
+        if trace is None:
+            return
+        observed = after.lastObservation
+        self.spans.check(
+            trace,
+            namespace=meta["namespace"],
+            monitor=meta["name"],
+            check=step.check,
+            started=step.startedAt,
+            ended=self.clock(),
+            attributes={
+                "goalkeeper.route": observed.route.value if observed else "",
+                "goalkeeper.goal": after.goal.value,
+                "goalkeeper.work": after.work.value,
+                "goalkeeper.monitor.state": after.monitor.value,
+            },
+        )
 
     async def record_refusal(self, namespace: str, name: str, message: str) -> None:
         """Show a refusal that retrying cannot fix on the Monitor, once per message; the
@@ -770,9 +796,11 @@ class Reconciler:
                 case EmitReport():
                     log.info("%s check %d:\n%s", where, effect.check, effect.text)
                     what = f"{run}check-{effect.check}" + ("-final" if effect.final else "")
-                    await self._event(
-                        monitor, what, "Report", effect.summary or effect.text, report=effect.text
-                    )
+                    message = effect.summary or effect.text
+                    trace = self.spans.trace(meta["uid"], meta.get("generation"), effect.check)
+                    if trace is not None:  # from `kubectl describe` to the check's trace
+                        message = f"{message} (trace {trace.trace_id})"
+                    await self._event(monitor, what, "Report", message, report=effect.text)
                 case PublishSchedule():
                     log.info("%s next check at %s", where, effect.schedule.nextCheckAt.isoformat())
                 case StopMonitor():
@@ -842,7 +870,11 @@ class Reconciler:
         if not manifests.same_step(created, step, reading=reading):
             raise ForeignObject(_not_launched(created))
         self._checked_steps[(namespace, meta["name"])] = created["metadata"]["uid"]
-        job = manifests.step_job(created, self.settings, self._model(monitor))
+        trace = self.spans.trace(meta["uid"], meta.get("generation"), launch.input.check)
+        tracing = dict(self.spans.step_env)
+        if trace is not None:
+            tracing["TRACEPARENT"] = trace.traceparent
+        job = manifests.step_job(created, self.settings, self._model(monitor), tracing)
         # A step made just now has no Job yet: create it without looking first.
         found = (
             None if fresh else await self._get(self.api.get_job, namespace, job["metadata"]["name"])

@@ -32,6 +32,7 @@ from goalkeeper.controller.notify import (
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.controller.targets import KubeSource, TargetWatches
+from goalkeeper.controller.telemetry import CheckSpans
 from goalkeeper.controller.workqueue import WorkQueue
 
 log = logging.getLogger("goalkeeper.operator")
@@ -176,7 +177,10 @@ async def _run_kopf(
         HttpDelivery(),
         cluster_url=settings.notifyUrl.get_secret_value(),
     )
-    reconciler = Reconciler(cached, settings, wakes=watches, sinks=notifier)
+    spans = CheckSpans()
+    if spans.enabled:
+        log.info("traces: exported over OTLP; steps run with their check's TRACEPARENT")
+    reconciler = Reconciler(cached, settings, wakes=watches, sinks=notifier, spans=spans)
     queue = WorkQueue(
         reconciler.reconcile,
         resync_seconds=settings.resyncSeconds,
@@ -224,6 +228,7 @@ async def _run_kopf(
         with contextlib.suppress(asyncio.CancelledError):
             await delivering
         await notifier.delivery_closed()
+        spans.close()
         await queue.close()
         await watches.close()
 

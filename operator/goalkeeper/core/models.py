@@ -1343,5 +1343,8 @@ class MonitorStepStatus(Model):
         description="Objects the task, stop rule or action names, as the step's code read "
         "them after the model answered; an observation that contradicts them is refused.",
     )
+    traceId: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")] | None = Field(
+        default=None, description="The OpenTelemetry trace of this step's check, when traced."
+    )
     startedAt: datetime | None = None
     finishedAt: datetime | None = None

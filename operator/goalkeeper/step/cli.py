@@ -35,6 +35,7 @@ from goalkeeper.core.models import (
     StepPod,
     StepUsage,
 )
+from goalkeeper.core.traces import trace_of
 from goalkeeper.step.agent import RunLimits, StepOutcome, run_act, run_observe
 from goalkeeper.step.confine import landlock_abi, make_undumpable
 from goalkeeper.step.credentials import model_key, settings_environment, take_model_key
@@ -49,6 +50,7 @@ from goalkeeper.step.settings import (
     load_settings,
 )
 from goalkeeper.step.steplog import StepLog, step_end
+from goalkeeper.step.telemetry import traced
 
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_MAX = 4000
@@ -109,7 +111,11 @@ def running_status(started: datetime, pod: StepPod | None) -> dict[str, Any]:
 
 
 def final_status(
-    outcome: StepOutcome, started: datetime, finished: datetime, pod: StepPod | None = None
+    outcome: StepOutcome,
+    started: datetime,
+    finished: datetime,
+    pod: StepPod | None = None,
+    trace_id: str | None = None,
 ) -> dict[str, Any]:
     status = MonitorStepStatus(
         phase=StepPhase.Succeeded if outcome.ok else StepPhase.Failed,
@@ -121,6 +127,7 @@ def final_status(
         facts=outcome.facts,
         startedAt=started,
         finishedAt=finished,
+        traceId=trace_id,
     )
     # Nulls are kept: in a merge patch they clear what an earlier attempt left behind. A
     # missing pod is left out instead: the step writes no pod it cannot name.
@@ -290,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     clock = time.monotonic()
     pod = step_pod(identity)
     log = StepLog()
+    trace_id = trace_of(os.environ.get("TRACEPARENT"))
 
     def finish(outcome: StepOutcome) -> int:
         step_end(log, kind.value, outcome, time.monotonic() - clock)
@@ -299,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 backend,
                 identity.namespace,
                 identity.name,
-                final_status(outcome, started, _now(), pod),
+                final_status(outcome, started, _now(), pod, trace_id),
             )
         except KubeError as exc:
             _say(f"could not write the MonitorStep status: {exc}")
@@ -354,10 +362,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         model=str(settings.model) if settings.model else None,
         check=step_input.check,
     )
-    try:
-        outcome = run_step(kind, step_input, settings, identity.namespace, kube=backend, log=log)
-    except Exception as exc:  # the step must report, never crash without a status
-        outcome = failed(StepErrorKind.internal, f"{type(exc).__name__}: {exc}")
+    with traced(kind.value, identity.namespace, identity.name) as traced_id:
+        trace_id = traced_id or trace_id
+        try:
+            outcome = run_step(
+                kind, step_input, settings, identity.namespace, kube=backend, log=log
+            )
+        except Exception as exc:  # the step must report, never crash without a status
+            outcome = failed(StepErrorKind.internal, f"{type(exc).__name__}: {exc}")
     return finish(outcome)
 
 

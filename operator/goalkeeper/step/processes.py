@@ -21,6 +21,7 @@ from goalkeeper.step.credentials import model_key
 from goalkeeper.step.redact import looks_secret
 
 MODEL_PREFIX = "GOALKEEPER_MODEL_"
+EXPORTER_HEADERS = frozenset({"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"})
 
 
 def model_credentials(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -34,10 +35,15 @@ def model_credentials(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a child process: the step's own, minus the model credentials."""
+    """The environment for a child process: the step's own, minus the model credentials
+    and the trace exporter's headers (a collector's token)."""
     env = os.environ if environ is None else environ
     withheld = set(model_credentials(env))
-    return {k: v for k, v in env.items() if not k.startswith(MODEL_PREFIX) and v not in withheld}
+    return {
+        k: v
+        for k, v in env.items()
+        if not k.startswith(MODEL_PREFIX) and k not in EXPORTER_HEADERS and v not in withheld
+    }
 
 
 def hidden_files() -> list[str]:
