@@ -5,6 +5,7 @@ one."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import threading
@@ -17,6 +18,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from goalkeeper.controller.api import KubeApi, Permanent
 from tests.e2e.harness import (
     GROUP,
     VERSION,
@@ -167,7 +169,8 @@ def test_each_format_gets_the_approval_request_the_health_change_and_the_stop_on
     assert ce_headers["ce-source"].endswith(f"/namespaces/{cluster.ns}/monitors/build")
     assert ce_body["monitor"]["uid"] == uid
     slack = receivers["slack"].messages()[0][1]
-    assert set(slack) == {"text"} and "Monitor " + f"{cluster.ns}/build" in slack["text"]
+    assert set(slack) == {"text", "unfurl_links", "unfurl_media"}
+    assert f"Monitor {cluster.ns}/build" in slack["text"]
 
     # Each sink says its messages arrive; the URLs are nowhere but the Secret.
     for fmt in receivers:
@@ -181,6 +184,12 @@ def test_each_format_gets_the_approval_request_the_health_change_and_the_stop_on
     assert TOKEN not in json.dumps(cluster.monitor()) and TOKEN not in events
     assert TOKEN not in operator.logs()
     print(control_plane.kubectl("get", "notificationsinks", "-n", cluster.ns).stdout)
+    # The record of a delivery names the Monitor's uid: the API server refuses it for a
+    # Monitor that now stands under the name with another uid.
+    before = cluster.status()["notices"]["delivered"]
+    with pytest.raises(Permanent) as refused:
+        asyncio.run(KubeApi(cluster.api).record_delivered(cluster.ns, "build", "x", "generic", 99))
+    assert refused.value.status == 422 and cluster.status()["notices"]["delivered"] == before
 
 
 @pytest.mark.operator_env(GOALKEEPER_APPROVAL_TIMEOUT=APPROVAL_WINDOW)

@@ -11,7 +11,14 @@ from collections import defaultdict
 from itertools import count
 from typing import Any
 
-from goalkeeper.controller.api import AlreadyExists, ApiError, Conflict, NotFound, owned_steps
+from goalkeeper.controller.api import (
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    NotFound,
+    Permanent,
+    owned_steps,
+)
 from goalkeeper.controller.manifests import LABEL_MONITOR, LABEL_SEQ, label_value
 from goalkeeper.core.permissions import Author, Permission
 
@@ -213,7 +220,7 @@ class FakeApi:
         self._enter("record_delivered", f"{name}:{sink}:{seq}")
         current = self._read("Monitor", namespace, name)
         if current["metadata"]["uid"] != uid:
-            raise Conflict("Precondition failed: UID in precondition", 409)
+            raise Permanent("the test operation of the JSON patch failed", 422)
         patch = {"notices": {"delivered": {sink: seq}}}
         current["status"] = merge_patch(current.get("status") or {}, patch)
         self.put("Monitor", current)

@@ -107,3 +107,12 @@ def test_a_sink_gets_only_what_it_wants_from_after_it_was_made() -> None:
     assert made is not None
     assert [n.kind for n in pending(made, STOPS, None)] == [NoticeKind.stop]
     assert pending(made, STOPS, datetime(2026, 12, 2, tzinfo=UTC)) == []
+
+
+def test_sinks_that_are_gone_are_forgotten_and_many_never_make_a_status_unreadable() -> None:
+    kept = record(decision(*STOP), [STOPS], "uid-1", NOW).status
+    assert kept.notices is not None
+    kept.notices.delivered = {f"old-{n}": 1 for n in range(40)} | {"stops": 0}
+    read = MonitorStatus.model_validate(kept.model_dump(mode="json"))
+    after = record(decision(status=read), [STOPS], "uid-1", NOW).status.notices
+    assert after is not None and after.delivered == {"stops": 0}

@@ -10,6 +10,7 @@ worth a retry) and `Permanent` (any other refusal: retrying the same request can
 from __future__ import annotations
 
 import asyncio
+import functools
 import http.client
 import json
 import socket
@@ -398,24 +399,44 @@ class KubeApi:
             lambda: self.core.read_namespaced_secret(name, namespace, _preload_content=False),
         )
 
-    async def list_notification_sinks(self) -> list[Body]:
-        listed = await self._call(
-            "list the NotificationSinks",
-            lambda: self.custom.list_cluster_custom_object(
-                GROUP, VERSION, "notificationsinks", _preload_content=False
-            ),
-        )
-        return list(listed.get("items") or [])
+    async def list_notification_sinks(self, namespaces: Sequence[str] = ()) -> list[Body]:
+        """Every NotificationSink, or those of `namespaces` (an operator limited to them
+        may list no other)."""
+        if not namespaces:
+            listed = await self._call(
+                "list the NotificationSinks",
+                lambda: self.custom.list_cluster_custom_object(
+                    GROUP, VERSION, "notificationsinks", _preload_content=False
+                ),
+            )
+            return list(listed.get("items") or [])
+        found: list[Body] = []
+        for namespace in namespaces:
+            listed = await self._call(
+                f"list the NotificationSinks of {namespace}",
+                functools.partial(
+                    self.custom.list_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    "notificationsinks",
+                    _preload_content=False,
+                ),
+            )
+            found.extend(listed.get("items") or [])
+        return found
 
     async def record_delivered(
         self, namespace: str, name: str, uid: str, sink: str, seq: int
     ) -> None:
-        """Record that `sink` received this Monitor's messages up to `seq`: a merge of that
-        one key, refused (Conflict) when another Monitor now holds the name."""
-        body = {
-            "metadata": {"uid": uid},
-            "status": {"notices": {"delivered": {sink: seq}}},
-        }
+        """Record that `sink` received this Monitor's messages up to `seq`: one key set by a
+        JSON patch whose first operation tests the uid, so a Monitor recreated under the
+        name refuses it (422); a status subresource ignores a uid in a merge patch."""
+        key = sink.replace("~", "~0").replace("/", "~1")
+        body = [
+            {"op": "test", "path": "/metadata/uid", "value": uid},
+            {"op": "add", "path": f"/status/notices/delivered/{key}", "value": seq},
+        ]
         await self._call(
             f"record notifications delivered of Monitor {namespace}/{name}",
             lambda: self.custom.patch_namespaced_custom_object_status(
@@ -425,7 +446,7 @@ class KubeApi:
                 "monitors",
                 name,
                 body,
-                _content_type="application/merge-patch+json",
+                _content_type="application/json-patch+json",
                 _preload_content=False,
             ),
         )

@@ -128,6 +128,6 @@ async def on_sink(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any)
     raw = dict(event.get("object") or body)
     meta = raw.get("metadata") or {}
     if event.get("type") == "DELETED":
-        memo.notifier.registry.drop(str(meta.get("namespace")), str(meta.get("name")))
+        memo.notifier.sink_gone(str(meta.get("namespace")), str(meta.get("name")))
     else:
         memo.notifier.registry.put(raw)

@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import ValidationError
 
-from goalkeeper.controller.api import ApiError, Conflict, NotFound
+from goalkeeper.controller.api import ApiError, Conflict, NotFound, Permanent
 from goalkeeper.controller.manifests import GROUP, VERSION
 from goalkeeper.core.models import (
     SINK_SECRET,
@@ -57,8 +57,10 @@ POST_TIMEOUT_SECONDS = 10.0
 BACKOFF_FIRST, BACKOFF_MAX = 2.0, 300.0
 # How long a URL read from its Secret, and an access review, are used before asked again.
 URL_TTL = REVIEW_TTL = 60.0
-WORKERS = 4
+WORKERS = 16
 LIST_RETRY_SECONDS = 10.0
+# How often a sink whose messages keep arriving has its lastDeliveredAt written again.
+REPORT_EVERY_SECONDS = 60.0
 
 
 def utcnow() -> datetime:
@@ -167,6 +169,10 @@ def event_type(notice: Notice) -> str:
     return f"dev.goalkeeper.monitor.{notice.kind.value}"
 
 
+def slack_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def payload(fmt: SinkFormat, notice: Notice, monitor: MonitorRef) -> tuple[dict[str, str], bytes]:
     """The headers and body of one message in the sink's format."""
     where = f"{monitor.namespace}/{monitor.name}"
@@ -184,7 +190,12 @@ def payload(fmt: SinkFormat, notice: Notice, monitor: MonitorRef) -> tuple[dict[
     }
     headers = {"Content-Type": "application/json"}
     if fmt is SinkFormat.slack:
-        body: Body = {"text": f"*{notice.summary}* (Monitor {where})\n{text}\n_id {notice.id}_"}
+        # Slack's own escapes: `<!channel>` or `<url|words>` in a report stays text.
+        body: Body = {
+            "text": slack_text(f"*{notice.summary}* (Monitor {where})\n{text}\n_id {notice.id}_"),
+            "unfurl_links": False,
+            "unfurl_media": False,
+        }
     elif fmt is SinkFormat.cloudevents:
         # Binary mode: the attributes are headers, the body is the event's data.
         headers.update(
@@ -233,7 +244,9 @@ class HttpDelivery:
             ) as answer:
                 if not 200 <= answer.status < 300:
                     raise DeliveryFailed(f"the receiver answered HTTP {answer.status}")
-        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+        except DeliveryFailed:
+            raise
+        except Exception as error:  # any client error: its text may hold the URL
             failed = f"the receiver could not be reached ({type(error).__name__})"
             raise DeliveryFailed(failed) from None
 
@@ -294,8 +307,12 @@ def url_from_secret(secret: Body, key: str) -> str:
         url = base64.b64decode(raw, validate=True).decode().strip()
     except (binascii.Error, UnicodeDecodeError):
         raise SinkUnusable(f"key {key} of Secret {SINK_SECRET} is not text") from None
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        host = None
+    if host is None or parts.scheme not in ("http", "https"):
         raise SinkUnusable(f"key {key} of Secret {SINK_SECRET} is not an http or https URL")
     return url
 
@@ -315,7 +332,8 @@ class _SinkState:
     retry_at: float = 0.0
     problem: str = ""
     reported: tuple[str, str] | None = None  # the condition last written: (status, message)
-    waiting: set[Key] = field(default_factory=set)
+    reported_at: float = 0.0
+    since: datetime | None = None  # when Ready last changed
 
 
 class Notifier:
@@ -343,6 +361,7 @@ class Notifier:
         self._busy: set[Key] = set()
         self._again: set[Key] = set()
         self._states: dict[Key, _SinkState] = {}
+        self._due: dict[Key, float] = {}  # Monitor -> when its retry poke fires
         # (monitor uid, sink key) -> last seq delivered, ahead of what status shows yet.
         self._sent: dict[tuple[str, str], int] = {}
         self._urls: dict[Key, tuple[str, float]] = {}
@@ -411,7 +430,17 @@ class Notifier:
                     self.poke(*key)
 
     def _later(self, key: Key, seconds: float) -> None:
-        asyncio.get_running_loop().call_later(seconds, self.poke, *key)
+        """Poke `key` again in `seconds`, unless a poke is already due by then."""
+        due = self._clock() + seconds
+        if self._due.get(key, float("inf")) <= due:
+            return
+        self._due[key] = due
+        asyncio.get_running_loop().call_later(seconds, self._fire, key, due)
+
+    def _fire(self, key: Key, due: float) -> None:
+        if self._due.get(key) == due:
+            del self._due[key]
+        self.poke(*key)
 
     # --- one Monitor ---
 
@@ -431,7 +460,14 @@ class Notifier:
             return
         ref = MonitorRef(namespace, name, str(monitor["metadata"].get("uid", "")))
         for sink in self.registry.sinks(namespace):
-            await self._to_sink(sink, ref, notices)
+            try:
+                await self._to_sink(sink, ref, notices)
+            except ApiError:
+                raise
+            except Exception as error:  # one sink's surprise must not cost the others theirs
+                log.warning("%s/%s: %s failed (%s)", namespace, name, sink, type(error).__name__)
+                state = self._states.setdefault((sink.namespace, sink.name), _SinkState())
+                await self._failed(sink, state, ref, f"delivery failed ({type(error).__name__})")
 
     async def _to_sink(self, sink: Sink, ref: MonitorRef, notices: Notices) -> None:
         recorded = notices.delivered.get(sink.key, 0)
@@ -448,11 +484,8 @@ class Notifier:
         state = self._states.setdefault((sink.namespace, sink.name), _SinkState())
         wait = state.retry_at - self._clock()
         if wait > 0:
-            if (ref.namespace, ref.name) not in state.waiting:
-                state.waiting.add((ref.namespace, ref.name))
-                self._later((ref.namespace, ref.name), wait)
+            self._later((ref.namespace, ref.name), wait)
             return
-        state.waiting.discard((ref.namespace, ref.name))
         try:
             url = await self._url(sink)
         except SinkUnusable as unusable:
@@ -478,6 +511,10 @@ class Notifier:
             await self.api.record_delivered(ref.namespace, ref.name, ref.uid, sink.key, seq)
         except (NotFound, Conflict):
             return  # the Monitor is gone, or another with its name stands there
+        except Permanent as refused:
+            if refused.status == 422:
+                return  # the uid test failed: another Monitor with its name stands there
+            raise
         except ApiError as error:
             log.warning(
                 "%s/%s: delivery to %s not recorded yet (%s)", ref.namespace, ref.name, sink, error
@@ -489,7 +526,6 @@ class Notifier:
         pause = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (state.failures - 1))
         state.retry_at = self._clock() + pause
         state.problem = problem
-        state.waiting.add((ref.namespace, ref.name))
         self._later((ref.namespace, ref.name), pause)
         if state.failures == 1 or state.failures % 10 == 0:
             log.warning("%s: %s; retried in %.0f s", sink, problem, pause)
@@ -538,11 +574,18 @@ class Notifier:
     async def _report(
         self, sink: Sink, state: _SinkState, status: ConditionStatus, reason: str, message: str
     ) -> None:
-        """The sink's Ready condition, written when it changes (a namespace sink only)."""
-        if state.reported == (status.value, message) or not sink.namespace:
+        """The sink's Ready condition, written when it changes, and while messages arrive,
+        their time at most once a minute (a namespace sink only)."""
+        if not sink.namespace:
             return
-        state.reported = (status.value, message)
+        same = state.reported == (status.value, message)
+        fresh = self._clock() - state.reported_at < REPORT_EVERY_SECONDS
+        if same and (fresh or status is ConditionStatus.false):
+            return
         now = self._now()
+        if state.reported is None or state.reported[0] != status.value:
+            state.since = now
+        state.reported, state.reported_at = (status.value, message), self._clock()
         written = NotificationSinkStatus(
             conditions=[
                 Condition(
@@ -550,7 +593,7 @@ class Notifier:
                     status=status,
                     reason=reason,
                     message=message,
-                    lastTransitionTime=now,
+                    lastTransitionTime=state.since or now,
                 )
             ],
             lastDeliveredAt=now if status is ConditionStatus.true else None,
@@ -567,6 +610,12 @@ class Notifier:
         await self.delivery.close()
 
     # --- forgetting ---
+
+    def sink_gone(self, namespace: str, name: str) -> None:
+        """A deleted sink: its state and its URL go with it."""
+        self.registry.drop(namespace, name)
+        self._states.pop((namespace, name), None)
+        self._urls = {k: v for k, v in self._urls.items() if k[0] != namespace}
 
     def forget_monitor(self, uid: str) -> None:
         for key in [k for k in self._sent if k[0] == uid]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -40,6 +41,7 @@ log = logging.getLogger("goalkeeper.operator")
 LIST_PAGE = 500
 WATCH_WORKERS = 1000
 WATCH_WORKER_IDLE = 0.5
+SINK_LIST_WAIT_SECONDS = 30.0
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -205,9 +207,13 @@ async def _run_kopf(
     )
     resync = asyncio.get_running_loop().create_task(queue.resync_forever())
     statuses = asyncio.get_running_loop().create_task(keep_config_statuses(cache, kube))
+    # The sinks are known before the first decision, so none is made without its messages;
+    # an API that does not answer soon is waited for in the background instead.
     listing = asyncio.get_running_loop().create_task(
-        notifier.list_sinks(kube.list_notification_sinks)
+        notifier.list_sinks(functools.partial(kube.list_notification_sinks, settings.namespaces))
     )
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(listing), SINK_LIST_WAIT_SECONDS)
     delivering = asyncio.get_running_loop().create_task(notifier.run())
     try:
         await kopf.operator(

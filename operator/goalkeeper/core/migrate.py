@@ -45,7 +45,7 @@ _STEPS: dict[int, Callable[[Raw], Raw]] = {1: _from_1}
 assert sorted(_STEPS) == list(range(1, STATUS_SCHEMA_VERSION)), "a step per earlier layout"
 
 # History the next check writes anew, given up (in this order) before a status is unreadable.
-_SALVAGE = ("lastObservation", "previousRuns", "lastAction", "report", "progress")
+_SALVAGE = ("lastObservation", "previousRuns", "lastAction", "report", "progress", "notices")
 
 
 @dataclass(frozen=True)

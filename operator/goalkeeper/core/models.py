@@ -990,7 +990,6 @@ class Condition(Model):
 
 NOTICES_KEPT = 16
 NOTICE_TEXT_MAX = 2000
-SINKS_REMEMBERED = 16
 # The Secret of a namespace that holds its sinks' webhook URLs: the one Secret there the
 # operator may read (its role names it), so a sink can send no other Secret anywhere.
 SINK_SECRET = "goalkeeper-notifications"  # noqa: S105 (a name, not a password)
@@ -1021,7 +1020,9 @@ class Notices(Model):
 
     seq: Count = Field(default=0, description="The last message's number.")
     items: Annotated[list[Notice], Field(max_length=NOTICES_KEPT)] = Field(default_factory=list)
-    delivered: Annotated[dict[str, Count], Field(max_length=SINKS_REMEMBERED)] = Field(
+    # Unbounded here so that no count of sinks makes a status unreadable; each status write
+    # keeps only the sinks the Monitor's namespace has (core/notices.py).
+    delivered: dict[str, Count] = Field(
         default_factory=dict,
         description="Sink -> the number of the last message it received.",
     )

@@ -18,7 +18,6 @@ from goalkeeper.core.events import Decision, Effect, EmitReport, Notify, StopMon
 from goalkeeper.core.models import (
     NOTICE_TEXT_MAX,
     NOTICES_KEPT,
-    SINKS_REMEMBERED,
     MonitorStatus,
     Notice,
     NoticeKind,
@@ -103,9 +102,9 @@ def record(
         )
     items = [item for item in items if not taken_by_all(item, sinks, kept.delivered)]
     kept.seq, kept.items = seq, items[-NOTICES_KEPT:]
-    if len(kept.delivered) > SINKS_REMEMBERED:
-        newest = sorted(kept.delivered.items(), key=lambda kv: kv[1])[-SINKS_REMEMBERED:]
-        kept.delivered = dict(newest)
+    # Only the namespace's sinks now: a sink deleted or renamed is forgotten.
+    current = {sink.key for sink in sinks}
+    kept.delivered = {k: v for k, v in kept.delivered.items() if k in current}
     if kept == notices:
         return decision
     written = status.model_copy(update={"notices": kept})

@@ -404,3 +404,78 @@ async def test_a_monitor_the_watch_shows_with_kept_messages_is_handed_to_the_not
                 "status": shown.model_dump(mode="json")}  # fmt: skip
         queue.observe(NS, name, body)
     assert poked == [(NS, "waiting")] and triggered == []
+
+
+async def test_a_receiver_down_for_several_retries_still_gets_every_monitors_messages(
+    receiver: Receiver,
+) -> None:
+    """Two Monitors wait on one failing sink through several backoffs; both arrive once it
+    answers again (a Monitor poked during a backoff keeps a retry of its own)."""
+    api = new_api()
+    add_sink(api, "team", receiver.url)
+    ops_may_read(api)
+    sender = Notifier(api, registry(api), HttpDelivery(timeout=5))
+    MADE.append(sender)
+    reconciler = Reconciler(
+        api, OperatorSettings(model="openai:m", timeScale=1), clock=Clock(), sinks=sender
+    )
+    await stopped_run(api, reconciler)
+    twin = api.get("Monitor", NS, "build")
+    assert twin is not None
+    twin["metadata"].update(name="build-2", uid="uid-twin")
+    api.put("Monitor", twin)
+    receiver.answer = 503
+    running = asyncio.create_task(sender.run())
+    try:
+        sender.poke(NS, "build")
+        sender.poke(NS, "build-2")
+        async with asyncio.timeout(60):
+            while api.count("patch_sink_status") < 1 or _attempts(api) < 6:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        receiver.answer = 200
+        async with asyncio.timeout(90):
+            while len(receiver.got) < 2:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    assert sorted(body["monitor"]["name"] for _, body in receiver.got) == ["build", "build-2"]
+
+
+def _attempts(api: FakeApi) -> int:
+    """Deliveries tried so far: each reads the sink's URL through its Secret or cache."""
+    return sum(1 for method, _ in api.calls if method == "get_monitor")
+
+
+async def test_a_malformed_url_fails_only_its_sink(receiver: Receiver, ticks: Ticks) -> None:
+    api = new_api()
+    add_sink(api, "broken", "http://[::1/x")
+    add_sink(api, "team", receiver.url)
+    ops_may_read(api)
+    sender = notifier(api, registry(api), ticks)
+    reconciler = Reconciler(
+        api, OperatorSettings(model="openai:m", timeScale=1), clock=Clock(), sinks=sender
+    )
+    await stopped_run(api, reconciler)
+    await sender.deliver(NS, "build")
+    assert len(receiver.got) == 1
+    broken = api.get("NotificationSink", NS, "broken")
+    assert broken is not None
+    message = broken["status"]["conditions"][0]["message"]
+    assert "key broken of Secret goalkeeper-notifications is not an http or https URL" in message
+    assert "::1" not in message
+
+
+def test_slack_messages_keep_a_reports_markup_as_text() -> None:
+    notice = Notice(
+        seq=1,
+        id="u/check-1",
+        kind=NoticeKind.report,
+        at=datetime(2026, 12, 1, tzinfo=UTC),
+        summary="Report of check 1",
+        text="<!channel> see <https://evil.example|goalkeeper approve> & more",
+    )
+    _, body = payload(SinkFormat.slack, notice, MonitorRef(NS, "build", "u"))
+    sent = json.loads(body)
+    assert "<!channel>" not in sent["text"] and "&lt;!channel&gt;" in sent["text"]
+    assert "&amp; more" in sent["text"] and sent["unfurl_links"] is False
