@@ -1,8 +1,10 @@
-"""Facts beat words, end to end: the step pod reads the named Job itself, the operator
-refuses an observation that contradicts it, and the next observation is told why."""
+"""Facts beat words, end to end: the step pod reads the named Job itself, and an answer
+the Job refutes goes back to the model within the step, told why, before any of it counts;
+the operator would refuse it the same way (tests/unit: the engine's own check)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ from tests.support.observations import action
 pytestmark = pytest.mark.cluster
 
 
-def test_a_goal_called_complete_while_the_job_is_suspended_is_refused_then_finished(
+def test_a_goal_called_complete_while_the_job_is_suspended_is_refuted_then_finished(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
     cluster.target(done=21, suspended=True, seconds=0)
@@ -39,16 +41,16 @@ def test_a_goal_called_complete_while_the_job_is_suspended_is_refused_then_finis
 
     assert status["stop"]["reason"] == "goalComplete"
     assert cluster.batch.read_namespaced_job("build", cluster.ns).status.succeeded == 1
-    refused = cluster.events("ObservationRejected")
-    assert len(refused) == 1, [e.message for e in refused]
-    assert "Contradicted by the facts: goal 'complete'" in refused[0].message
-    assert "Job build is suspended" in refused[0].message
+    # The lie never became a check, nor an invalid answer: the step told the model why.
+    assert cluster.events("ObservationRejected") == []
+    assert status["checks"] == 2 and status["invalidStreak"] == 0
+    sent = [json.dumps(b, ensure_ascii=False) for b in model.bodies]
+    told = [b for b in sent if "Contradicted by the facts: goal 'complete'" in b]
+    assert told and "Job build is suspended" in told[0]
+    assert "resume-build (Resume the build Job from saved outputs)" in told[0]
     observes = [s for s in cluster.steps() if s["spec"]["kind"] == "observe"]
-    # What the step pod read after the lie, in the step's own status.
+    assert observes[0]["status"]["result"]["route"] == "act"
+    # What the step pod read after the corrected answer, in the step's own status.
     [fact] = observes[0]["status"]["facts"]
     assert (fact["kind"], fact["name"], fact["suspended"]) == ("Job", "build", True)
     assert "stopWhen" in fact["namedIn"]
-    # The retry was told why, and the refused answer was no check.
-    assert "goal 'complete'" in observes[1]["spec"]["input"]["lastRejection"]
-    assert observes[1]["spec"]["input"]["check"] == 1
-    assert all(not s["spec"]["input"].get("lastRejection") for s in observes[2:])

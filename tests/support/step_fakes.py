@@ -139,7 +139,12 @@ def deployment(name: str = "web", namespace: str = "shop", replicas: int = 2) ->
             "managedFields": [{"manager": "kubectl"}],
         },
         "spec": {"replicas": replicas, "template": {"metadata": {"labels": {"app": name}}}},
-        "status": {"replicas": replicas, "readyReplicas": replicas, "updatedReplicas": replicas},
+        "status": {
+            "replicas": replicas,
+            "readyReplicas": replicas,
+            "updatedReplicas": replicas,
+            "availableReplicas": replicas,
+        },
     }
 
 

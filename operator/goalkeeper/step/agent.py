@@ -17,17 +17,19 @@ from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
+from goalkeeper.core.facts import contradiction
 from goalkeeper.core.models import (
     ActionResult,
     CostSource,
     ObjectFacts,
     Observation,
+    Route,
     StepErrorKind,
     StepInput,
     StepKind,
@@ -157,8 +159,11 @@ async def run_agent(
     model_settings: ModelSettings | None,
     log: StepLog | None,
     capability: AbstractCapability[Any] | None = None,
+    validate: Callable[[Any], Any] | None = None,
 ) -> StepOutcome:
-    """One agent run to a validated `output_type`, with its usage; errors are explained."""
+    """One agent run to a validated `output_type`, with its usage; errors are explained.
+    `validate` may refuse an answer with `ModelRetry`, which the model gets to correct
+    within the output retries."""
     run_log = RunLog(log or StepLog())
     if isinstance(model, StepModel):
         model.on_retry = run_log.on_retry
@@ -172,6 +177,8 @@ async def run_agent(
         defer_model_check=True,
         capabilities=[run_log, RepeatGuard(), *([capability] if capability else [])],
     )
+    if validate is not None:
+        agent.output_validator(validate)
     usage = RunUsage()
     try:
         run = await agent.run(user_prompt, usage=usage, usage_limits=limits.usage_limits())
@@ -230,6 +237,7 @@ async def run_observe(
         )
         if routed_output
         else None,
+        validate=lambda observation: against_facts(observation, step_input, tools),
     )
     copied = prompts.copied_from_example(outcome.result) if worked_example else None
     if copied is not None:
@@ -247,6 +255,27 @@ async def run_observe(
         read = _named_objects(step_input, tools, mutation_set or [])
         outcome.facts = facts.facts_of(read)
     return outcome
+
+
+def against_facts(observation: Observation, step_input: StepInput, tools: StepTools) -> Any:
+    """`observation`, unless what the named objects hold now contradicts it: then the model
+    is told which claim and why (the engine would refuse the answer for the same reason, as
+    an invalid answer) and, where the task authorized actions, which."""
+    mutation_set = observation.action.mutationSet if observation.action else []
+    read = _named_objects(step_input, tools, list(mutation_set))
+    found = contradiction(observation, facts.facts_of(read), step_input.stopWhen, step_input.check)
+    if found is None:
+        return observation
+    hint = "Answer again from these facts."
+    if step_input.authorizedActions and observation.route is not Route.act:
+        listed = "; ".join(
+            f"{a.id} ({a.description.rstrip('.')})" for a in step_input.authorizedActions
+        )
+        hint += (
+            f" The task authorizes these actions: {listed}. If one of them moves the goal "
+            "forward, answer route act with it; else wait or stop, as the facts say."
+        )
+    raise ModelRetry(f"Contradicted by the facts: {found} {hint}")
 
 
 def _named_objects(

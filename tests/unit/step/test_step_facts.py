@@ -98,7 +98,7 @@ async def test_the_first_request_shows_the_fact_sheet_and_the_answer_carries_a_f
 
 
 async def test_the_observed_action_names_objects_read_after_the_answer() -> None:
-    kube = FakeKube([job("report-gen", active=1)])
+    kube = FakeKube([job("report-gen", suspend=True)])
     model, _ = scripted(final(observation_dict("act", action=action(mutationSet=["jobs/other"]))))
     kube.put(job("other", suspend=True))
     outcome = await run_observe(step_input(task=TASK, stopWhen=STOP), model, tools(kube))
@@ -121,7 +121,7 @@ async def test_the_act_step_sees_the_objects_its_action_names() -> None:
 
 async def test_a_named_config_map_is_shown_as_k8s_get_shows_it_fenced() -> None:
     kube = FakeKube([job("report-gen", suspend=True), config_map("report-progress", PLANTED)])
-    model, seen = scripted(final(observation_dict("wait")))
+    model, seen = scripted(final(observation_dict("wait", work="waiting")))
     task = f"{TASK} Its progress is in ConfigMap report-progress."
     outcome = await run_observe(step_input(task=task, stopWhen=STOP), model, tools(kube))
     assert outcome.ok, outcome.error
@@ -220,3 +220,22 @@ def test_a_config_map_mounted_whole_follows_its_changes_and_is_never_stale() -> 
     read = facts.read(kube, "shop", task=task, stop_when="Stop when pricing-worker runs.")
     [found] = [o for o in read if o["kind"] == "Deployment"]
     assert found["staleConfig"] == ["pricing-config"]
+
+
+async def test_an_answer_the_facts_refute_goes_back_to_the_model_with_the_authorized_actions() -> (
+    None
+):
+    """Job report-gen is suspended: `complete` is refuted in the step itself, and the model
+    answers again knowing why and which actions the task allows; the corrected answer is
+    the step's result (the engine would have refused the first as an invalid answer)."""
+    kube = FakeKube([job("report-gen", suspend=True)])
+    resume = observation_dict("act", action=action(mutationSet=["jobs/report-gen"]))
+    model, seen = scripted(final(observation_dict("stop")), final(resume))
+    granted = [{"id": "resume-build", "description": "Resume Job report-gen.", "paid": False}]
+    given = step_input(task=TASK, stopWhen=STOP, authorizedActions=granted)
+    outcome = await run_observe(given, model, tools(kube))
+    assert outcome.ok, outcome.error
+    assert outcome.result is not None and outcome.result["route"] == "act"
+    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
+    assert "goal 'complete' contradicts what the step read: Job report-gen is suspended" in retry
+    assert "resume-build (Resume Job report-gen)." in retry and "route act" in retry
