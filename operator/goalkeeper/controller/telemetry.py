@@ -15,11 +15,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from goalkeeper.core.traces import CheckTrace, check_trace
+from goalkeeper.core.traces import ENDPOINTS, CheckTrace, check_trace, tracing_configured
 
 log = logging.getLogger("goalkeeper.telemetry")
 
-ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 # What the steps get of the operator's tracing settings. Exporter headers are left out: a
 # Job spec is readable by many and they may hold a collector's token.
 STEP_SETTINGS = (
@@ -32,9 +31,7 @@ FLUSH_MILLIS = 5000
 
 
 def configured(environ: Mapping[str, str] | None = None) -> bool:
-    env = os.environ if environ is None else environ
-    disabled = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
-    return not disabled and any(env.get(name, "").strip() for name in ENDPOINTS)
+    return tracing_configured(os.environ if environ is None else environ)
 
 
 def step_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:

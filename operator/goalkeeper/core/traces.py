@@ -6,9 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$")
+# Where the standard OpenTelemetry variables say traces go.
+ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+def tracing_configured(environ: Mapping[str, str]) -> bool:
+    """Whether `environ` names an OTLP endpoint and does not turn the SDK off."""
+    disabled = environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+    return not disabled and any(environ.get(name, "").strip() for name in ENDPOINTS)
 
 
 @dataclass(frozen=True)

@@ -237,17 +237,8 @@ async def run_observe(
         )
         if routed_output
         else None,
-        validate=lambda observation: against_facts(observation, step_input, tools),
+        validate=lambda observation: sound(observation, step_input, tools, worked_example),
     )
-    copied = prompts.copied_from_example(outcome.result) if worked_example else None
-    if copied is not None:
-        return StepOutcome(
-            None,
-            outcome.usage,
-            f"The answer repeats the worked example's {copied} word for word; that example "
-            "is about another target. Answer from this task's named objects.",
-            StepErrorKind.invalidOutput,
-        )
     if outcome.result is not None:
         # Read again now: the claims are held against the state they were made in.
         action = outcome.result.get("action") or {}
@@ -255,6 +246,21 @@ async def run_observe(
         read = _named_objects(step_input, tools, mutation_set or [])
         outcome.facts = facts.facts_of(read)
     return outcome
+
+
+def sound(
+    observation: Observation, step_input: StepInput, tools: StepTools, worked_example: bool
+) -> Any:
+    """`observation`, unless it copies the worked example or the named objects refute it:
+    then the model is told why and answers again (the engine would refuse it alike)."""
+    if worked_example:
+        copied = prompts.copied_from_example(observation.model_dump(mode="json"))
+        if copied is not None:
+            raise ModelRetry(
+                f"The answer repeats the worked example's {copied} word for word; that "
+                "example is about another target. Answer from this task's named objects."
+            )
+    return against_facts(observation, step_input, tools)
 
 
 def against_facts(observation: Observation, step_input: StepInput, tools: StepTools) -> Any:

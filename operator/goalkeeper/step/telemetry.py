@@ -15,9 +15,8 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from goalkeeper.core.traces import trace_of
+from goalkeeper.core.traces import trace_of, tracing_configured
 
-ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 FLUSH_MILLIS = 5000
 # Attributes pydantic-ai sets whatever `include_content` says, which carry the words of the
@@ -26,9 +25,7 @@ CONTENT_ATTRIBUTES = frozenset({"gen_ai.tool.definitions", "model_request_parame
 
 
 def configured(environ: Mapping[str, str] | None = None) -> bool:
-    env = os.environ if environ is None else environ
-    disabled = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
-    return not disabled and any(env.get(name, "").strip() for name in ENDPOINTS)
+    return tracing_configured(os.environ if environ is None else environ)
 
 
 def capture_content(environ: Mapping[str, str] | None = None) -> bool:

@@ -1,9 +1,10 @@
 """A small model may copy the worked example at the end of its prompt: an observation that
-repeats the example's answer word for word is an invalid answer, never a check. Real HTTP to
-a scripted model server."""
+repeats the example's answer word for word goes back to the model, told why, and is never a
+check. Real HTTP to a scripted model server."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -23,20 +24,25 @@ def server() -> Iterator[ModelServer]:
         yield s
 
 
-async def test_an_observation_that_repeats_the_worked_examples_answer_is_invalid(
+async def test_an_observation_that_repeats_the_worked_examples_answer_goes_back_to_the_model(
     server: ModelServer,
 ) -> None:
-
     copied = observation_dict(
         "act", action=action(incomplete="api cannot scale past 8.", failureId="hpa-capped:api:8")
     )
-    server.script(Final(copied))
+    own = observation_dict("act")
     tools = StepTools(FakeKube([deployment()]), ToolConfig(fence_id="4444", namespace="shop"))
+    # Told why within the step, the model answers in its own words: that is the result.
+    server.script(Final(copied), Final(own))
     found = await run_observe(step_input(), model(server), tools, worked_example=True)
-    assert found.error_kind is StepErrorKind.invalidOutput and found.result is None
-    assert found.error is not None and "repeats the worked example's incomplete" in found.error
-    # Its own words are taken, and without the example nothing is compared.
-    server.script(Final(observation_dict("act")))
-    assert (await run_observe(step_input(), model(server), tools, worked_example=True)).ok
+    assert found.ok and found.result is not None
+    assert found.result["action"]["incomplete"] == own["action"]["incomplete"]
+    told = json.dumps(server.bodies[-1], ensure_ascii=False)
+    assert "The answer repeats the worked example's incomplete word for word" in told
+    # A model that copies it whatever it is told never gives a result: an invalid answer.
+    server.script(*[Final(copied)] * 4)
+    stuck = await run_observe(step_input(), model(server), tools, worked_example=True)
+    assert stuck.error_kind is StepErrorKind.invalidOutput and stuck.result is None
+    # Without the example nothing is compared.
     server.script(Final(copied))
     assert (await run_observe(step_input(), model(server), tools)).ok
