@@ -141,6 +141,9 @@ def test_chart_lints_clean(offline_helm: Helm) -> None:
         ("approvalTimeout=soon", "approvalTimeout"),
         ("admissionPolicies.actorMaxReplicas=-1", "actorMaxReplicas"),
         ("instructions=" + "x" * 4001, "instructions"),
+        ("notifications.format=email", "format"),
+        ("notifications.send={stop,sms}", "send"),
+        ("tracing.endpoint=ftp://collector", "endpoint"),
     ],
 )
 def test_bad_values_fail_naming_the_field(helm: Helm, setting: str, field: str) -> None:
@@ -260,6 +263,32 @@ def test_values_reach_the_operator(offline_helm: Helm) -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["args"] == ["run"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+
+
+def test_the_cluster_sink_and_tracing_reach_the_operator_and_its_url_stays_in_a_secret(
+    offline_helm: Helm,
+) -> None:
+    docs = offline_helm.render(
+        "--set", "notifications.urlSecret.name=platform-hooks",
+        "--set", "notifications.format=cloudevents",
+        "--set", "notifications.send={stop,report}",
+        "--set", "tracing.endpoint=http://collector.observability:4318",
+        "--set", "tracing.captureContent=true",
+    )  # fmt: skip
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    entries = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert entries["GOALKEEPER_NOTIFY_URL"] == {
+        "name": "GOALKEEPER_NOTIFY_URL",
+        "valueFrom": {"secretKeyRef": {"name": "platform-hooks", "key": "url"}},
+    }
+    env = env_of(docs)
+    assert env["GOALKEEPER_NOTIFY_FORMAT"] == "cloudevents"
+    assert env["GOALKEEPER_NOTIFY_SEND"] == "stop,report"
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector.observability:4318"
+    assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
+    assert env["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] == "true"
+    plain = env_of(offline_helm.render())
+    assert not {k for k in plain if k.startswith(("GOALKEEPER_NOTIFY", "OTEL_"))}
 
 
 def test_defaults_probe_and_serve_metrics_on_one_replica(offline_helm: Helm) -> None:
