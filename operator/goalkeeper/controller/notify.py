@@ -61,6 +61,8 @@ WORKERS = 16
 LIST_RETRY_SECONDS = 10.0
 # How often a sink whose messages keep arriving has its lastDeliveredAt written again.
 REPORT_EVERY_SECONDS = 60.0
+# A message a receiver refuses (4xx) this often is given up, so later ones can go.
+REFUSALS_BEFORE_SKIP = 5
 
 
 def utcnow() -> datetime:
@@ -220,7 +222,13 @@ def payload(fmt: SinkFormat, notice: Notice, monitor: MonitorRef) -> tuple[dict[
 
 
 class DeliveryFailed(Exception):
-    """A receiver did not take a message; the text never holds the URL or its answer."""
+    """A receiver did not take a message; the text never holds the URL or its answer.
+    `refused`: the receiver answered that it will never take this message (a 4xx other than
+    408 and 429), as opposed to being unavailable."""
+
+    def __init__(self, message: str, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class Delivery(Protocol):
@@ -243,7 +251,8 @@ class HttpDelivery:
                 url, data=body, headers=headers, allow_redirects=False
             ) as answer:
                 if not 200 <= answer.status < 300:
-                    raise DeliveryFailed(f"the receiver answered HTTP {answer.status}")
+                    refused = 400 <= answer.status < 500 and answer.status not in (408, 429)
+                    raise DeliveryFailed(f"the receiver answered HTTP {answer.status}", refused)
         except DeliveryFailed:
             raise
         except Exception as error:  # any client error: its text may hold the URL
@@ -362,6 +371,7 @@ class Notifier:
         self._again: set[Key] = set()
         self._states: dict[Key, _SinkState] = {}
         self._due: dict[Key, float] = {}  # Monitor -> when its retry poke fires
+        self._refusals: dict[tuple[str, str, str], int] = {}  # (sink, message) -> refusals
         # (monitor uid, sink key) -> last seq delivered, ahead of what status shows yet.
         self._sent: dict[tuple[str, str], int] = {}
         self._urls: dict[Key, tuple[str, float]] = {}
@@ -496,15 +506,38 @@ class Notifier:
             try:
                 await self.delivery.post(url, headers, body)
             except DeliveryFailed as failed:
-                await self._failed(sink, state, ref, str(failed))
-                return
-            self.delivered += 1
+                if not self._give_up(sink, notice, failed):
+                    await self._failed(sink, state, ref, str(failed))
+                    return
+                log.warning(
+                    "%s/%s: %s refused by %s %d times (%s); given up, the next one goes",
+                    ref.namespace,
+                    ref.name,
+                    notice.id,
+                    sink,
+                    REFUSALS_BEFORE_SKIP,
+                    failed,
+                )
+            else:
+                self.delivered += 1
+                log.info("%s/%s: %s sent to %s", ref.namespace, ref.name, notice.id, sink)
             self._sent[(ref.uid, sink.key)] = notice.seq
-            log.info("%s/%s: %s sent to %s", ref.namespace, ref.name, notice.id, sink)
             # Recorded even when the operator is stopping: else the message goes again.
             await asyncio.shield(self._record(ref, sink, notice.seq))
         state.failures, state.retry_at, state.problem = 0, 0.0, ""
         await self._report(sink, state, ConditionStatus.true, "Delivering", "Messages arrive.")
+
+    def _give_up(self, sink: Sink, notice: Notice, failed: DeliveryFailed) -> bool:
+        """True once a receiver has refused this very message `REFUSALS_BEFORE_SKIP` times:
+        it would hold back every later message of the Monitor for good."""
+        if not failed.refused:
+            return False
+        key = (sink.namespace, sink.name, notice.id)
+        self._refusals[key] = self._refusals.get(key, 0) + 1
+        if self._refusals[key] < REFUSALS_BEFORE_SKIP:
+            return False
+        del self._refusals[key]
+        return True
 
     async def _record(self, ref: MonitorRef, sink: Sink, seq: int) -> None:
         try:

@@ -21,7 +21,9 @@ from tests.unit.controller.test_reconciler import NS, Clock, finish, new_api, st
 
 from goalkeeper.controller import settings as operator_settings
 from goalkeeper.controller.notify import (
+    BACKOFF_MAX,
     CLUSTER_SINK,
+    REFUSALS_BEFORE_SKIP,
     HttpDelivery,
     MonitorRef,
     Notifier,
@@ -54,10 +56,13 @@ class Receiver:
     answer: int = 200
     got: list[tuple[dict[str, str], dict[str, Any]]] = field(default_factory=list)
     url: str = ""
+    refuse: str = ""  # a kind of message answered 400 whatever the answer for others
 
     async def handle(self, request: web.Request) -> web.Response:
         if request.path != SECRET_PATH:
             return web.Response(status=404)
+        if self.refuse and (await request.json()).get("kind") == self.refuse:
+            return web.Response(status=400)
         if self.answer == 200:
             self.got.append((dict(request.headers), await request.json()))
         return web.Response(status=self.answer, text="receiver's own words: T0KEN-abc123")
@@ -479,3 +484,44 @@ def test_slack_messages_keep_a_reports_markup_as_text() -> None:
     sent = json.loads(body)
     assert "<!channel>" not in sent["text"] and "&lt;!channel&gt;" in sent["text"]
     assert "&amp; more" in sent["text"] and sent["unfurl_links"] is False
+
+
+async def test_a_message_the_receiver_keeps_refusing_is_given_up_and_the_next_goes(
+    receiver: Receiver, ticks: Ticks
+) -> None:
+    api = new_api()
+    add_sink(api, "team", receiver.url, send=["report", "stop"])
+    ops_may_read(api)
+    sender = notifier(api, registry(api), ticks)
+    reconciler = Reconciler(
+        api, OperatorSettings(model="openai:m", timeScale=1), clock=Clock(), sinks=sender
+    )
+    await stopped_run(api, reconciler)
+    receiver.refuse = "report"
+    for _ in range(REFUSALS_BEFORE_SKIP):
+        assert receiver.got == []
+        await sender.deliver(NS, "build")
+        ticks.now += BACKOFF_MAX
+    assert [body["kind"] for _, body in receiver.got] == ["stop"]
+    assert status(api)["notices"]["delivered"] == {"team": 2}
+
+
+async def test_an_unavailable_receiver_is_never_given_up_on(
+    receiver: Receiver, ticks: Ticks
+) -> None:
+    api = new_api()
+    add_sink(api, "team", receiver.url)
+    ops_may_read(api)
+    sender = notifier(api, registry(api), ticks)
+    reconciler = Reconciler(
+        api, OperatorSettings(model="openai:m", timeScale=1), clock=Clock(), sinks=sender
+    )
+    await stopped_run(api, reconciler)
+    receiver.answer = 429
+    for _ in range(REFUSALS_BEFORE_SKIP * 2):
+        await sender.deliver(NS, "build")
+        ticks.now += BACKOFF_MAX
+    assert "team" not in status(api)["notices"]["delivered"]
+    receiver.answer = 200
+    await sender.deliver(NS, "build")
+    assert [body["kind"] for _, body in receiver.got] == ["stop"]
