@@ -213,6 +213,7 @@ async def run_observe(
     `routed_output` the model is given the route-keyed schema (step/routed.py), with
     `worked_example` a worked check at the end of its system prompt."""
     toolset = observe_toolset(tools)
+    refusals = Refusals(step_input, tools, worked_example, log)
     sheet = facts.sheet(_named_objects(step_input, tools), tools.k8s_get)
     user = prompts.observe_user_prompt(
         step_input,
@@ -237,8 +238,11 @@ async def run_observe(
         )
         if routed_output
         else None,
-        validate=lambda observation: sound(observation, step_input, tools, worked_example),
+        validate=refusals.check,
     )
+    if outcome.error_kind is StepErrorKind.invalidOutput and refusals.last:
+        # What the model was last told, for the record and the next check's prompt.
+        outcome.error = f"{outcome.error} Its last answer: {refusals.last}"[:ERROR_MAX]
     if outcome.result is not None:
         # Read again now: the claims are held against the state they were made in.
         action = outcome.result.get("action") or {}
@@ -246,6 +250,27 @@ async def run_observe(
         read = _named_objects(step_input, tools, mutation_set or [])
         outcome.facts = facts.facts_of(read)
     return outcome
+
+
+@dataclass
+class Refusals:
+    """The in-step check of each answer (`sound`), keeping the last refusal and logging
+    each one."""
+
+    step_input: StepInput
+    tools: StepTools
+    worked_example: bool
+    log: StepLog | None = None
+    last: str = ""
+
+    def check(self, observation: Observation) -> Any:
+        try:
+            return sound(observation, self.step_input, self.tools, self.worked_example)
+        except ModelRetry as refused:
+            self.last = str(refused)
+            if self.log is not None:
+                self.log.emit("answer_refused", reason=self.last[:500])
+            raise
 
 
 def sound(

@@ -43,6 +43,9 @@ async def test_an_observation_that_repeats_the_worked_examples_answer_goes_back_
     server.script(*[Final(copied)] * 4)
     stuck = await run_observe(step_input(), model(server), tools, worked_example=True)
     assert stuck.error_kind is StepErrorKind.invalidOutput and stuck.result is None
+    # The record says what it was last told, for the person and for the next check.
+    assert stuck.error is not None
+    assert "Its last answer: The answer repeats the worked example's incomplete" in stuck.error
     # Without the example nothing is compared.
     server.script(Final(copied))
     assert (await run_observe(step_input(), model(server), tools)).ok
