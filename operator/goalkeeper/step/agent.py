@@ -10,6 +10,7 @@ a `refused writes: ...` line ends the evidence (or the error).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -234,7 +235,10 @@ async def run_observe(
         model_settings=model_settings,
         log=log,
         capability=RoutedOutput(
-            pinned_action_ids(step_input), read_first, pinned_resources(step_input)
+            pinned_action_ids(step_input),
+            read_first,
+            pinned_resources(step_input),
+            refuted=lambda: refusals.refuted,
         )
         if routed_output
         else None,
@@ -252,6 +256,10 @@ async def run_observe(
     return outcome
 
 
+# A refusal by the facts of a goal or work state ("... goal 'complete' contradicts ...").
+REFUTED_CLAIM = re.compile(r"^Contradicted by the facts: (goal|work) '([a-z]+)' contradicts")
+
+
 @dataclass
 class Refusals:
     """The in-step check of each answer (`sound`), keeping the last refusal and logging
@@ -262,12 +270,17 @@ class Refusals:
     worked_example: bool
     log: StepLog | None = None
     last: str = ""
+    # goal / work -> the values the facts refuted (a grammar-bound model is held to the rest)
+    refuted: dict[str, set[str]] = field(default_factory=dict)
 
     def check(self, observation: Observation) -> Any:
         try:
             return sound(observation, self.step_input, self.tools, self.worked_example)
         except ModelRetry as refused:
             self.last = str(refused)
+            claim = REFUTED_CLAIM.match(self.last)
+            if claim is not None:
+                self.refuted.setdefault(claim.group(1), set()).add(claim.group(2))
             if self.log is not None:
                 self.log.emit("answer_refused", reason=self.last[:500])
             raise

@@ -20,7 +20,7 @@ task: an action names one of the recorded actions' ids, and with none recorded t
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -123,11 +123,16 @@ def _ordered(properties: Json) -> Json:
 
 
 def routed_schema(
-    flat: Json, action_ids: list[str] | None = None, writable: list[str] | None = None
+    flat: Json,
+    action_ids: list[str] | None = None,
+    writable: list[str] | None = None,
+    refuted: Mapping[str, set[str]] | None = None,
 ) -> Json:
     """`Observation`'s JSON schema as one object per route (and per case a route has).
     With `writable`, the recorded allowed resources, a mutation set names only those: the
-    engine refuses any other, and a model copying an example's object cannot write one."""
+    engine refuses any other, and a model copying an example's object cannot write one.
+    `refuted` (field -> values, of `goal` and `work`) are claims the named objects refuted
+    in this step: the grammar no longer admits them, so a model that repeats itself cannot."""
     action_ref = "ActionRequest"
     if action_ref not in (flat.get("$defs") or {}) or "route" not in (flat.get("properties") or {}):
         return flat  # not an observation's schema
@@ -187,10 +192,48 @@ def routed_schema(
     ]
     if ids == []:  # no recorded authority to act on: no act case at all
         variants = [v for v in variants if v["properties"]["route"] != {"const": "act"}]
+    variants = _without_refuted(variants, defs, refuted or {})
     schema: Json = {"type": "object", "anyOf": variants, "$defs": _reachable(variants, defs)}
     if "description" in flat:
         schema["description"] = flat["description"]
     return schema
+
+
+def _values(prop: Json, defs: Json) -> list[Any] | None:
+    """The values a field's schema admits, when it is a closed set."""
+    if "const" in prop:
+        return [prop["const"]]
+    if "enum" in prop:
+        return list(prop["enum"])
+    ref = prop.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        found = defs.get(ref.rsplit("/", 1)[-1])
+        return _values(found, defs) if isinstance(found, dict) else None
+    return None
+
+
+def _without_refuted(
+    variants: list[Json], defs: Json, refuted: Mapping[str, set[str]]
+) -> list[Json]:
+    """`variants` with the refuted values taken out of each closed field, and a variant
+    left with none dropped; all of them unchanged should nothing be left."""
+    if not any(refuted.values()):
+        return variants
+    kept = []
+    for variant in variants:
+        properties = dict(variant["properties"])
+        possible = True
+        for field, values in refuted.items():
+            prop = properties.get(field)
+            allowed = _values(prop, defs) if isinstance(prop, dict) else None
+            if allowed is None or not values & set(allowed):
+                continue
+            left = [v for v in allowed if v not in values]
+            possible = possible and bool(left)
+            properties[field] = {"enum": left}
+        if possible:
+            kept.append({**variant, "properties": properties})
+    return kept or variants
 
 
 def _reachable(roots: Any, defs: Json) -> Json:
@@ -234,6 +277,8 @@ class RoutedOutput(AbstractCapability[Any]):
     action_ids: list[str] | None = None
     read_tools: tuple[str, ...] = ()
     writable: list[str] | None = None
+    # The claims the named objects refuted so far in this step (see `routed_schema`).
+    refuted: Callable[[], Mapping[str, set[str]]] | None = None
 
     def get_model_settings(self) -> Callable[[RunContext[Any]], ModelSettings]:
         # No answer before the target has been read once in this check. The tools stay
@@ -252,7 +297,10 @@ class RoutedOutput(AbstractCapability[Any]):
             replace(
                 tool,
                 parameters_json_schema=routed_schema(
-                    tool.parameters_json_schema, self.action_ids, self.writable
+                    tool.parameters_json_schema,
+                    self.action_ids,
+                    self.writable,
+                    self.refuted() if self.refuted is not None else None,
                 ),
             )
             for tool in tool_defs

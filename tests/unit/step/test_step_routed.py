@@ -247,3 +247,71 @@ def test_the_step_input_pins_its_recorded_allowed_resources() -> None:
     assert pinned_resources(step) == recorded.contract.allowedResources
     bare = recorded.contract.model_copy(update={"allowedResources": []})
     assert pinned_resources(step_input(contract=bare)) is None
+
+
+def admitted(body: dict[str, Any], schema: dict[str, Any]) -> bool:
+    """`routed_admits` against another routed schema than the module's."""
+
+    def check(value: Any, node: dict[str, Any]) -> bool:
+        if "$ref" in node:
+            return check(value, schema["$defs"][node["$ref"].rsplit("/", 1)[-1]])
+        if "const" in node and value != node["const"]:
+            return False
+        if "enum" in node and value not in node["enum"]:
+            return False
+        if isinstance(value, dict) and "properties" in node:
+            if any(key not in value or value[key] is None for key in node.get("required", [])):
+                return False
+            return all(
+                item is None or (key in node["properties"] and check(item, node["properties"][key]))
+                for key, item in value.items()
+            )
+        return True
+
+    return any(check(body, variant) for variant in schema["anyOf"])
+
+
+def test_a_refuted_claim_leaves_the_grammar_and_nothing_else_does() -> None:
+    no_complete = routed_schema(FLAT, refuted={"goal": {"complete"}})
+    assert not admitted(CASES["stop, goal complete"], no_complete)
+    blocked_complete = answer("stop", goal="complete", work="blocked", stopReason="materialBlocker")
+    assert valid(blocked_complete) and not admitted(blocked_complete, no_complete)
+    for case in ("act, advance, idle", "wait, running"):
+        assert admitted(CASES[case], no_complete), case
+    blocked = answer("stop", goal="incomplete", work="blocked", stopReason="materialBlocker")
+    assert admitted(blocked, no_complete)
+    not_running = routed_schema(FLAT, refuted={"work": {"running"}})
+    assert not admitted(CASES["wait, running"], not_running)
+    assert admitted(CASES["wait, waiting"], not_running)
+    # A refutation of every value leaves the schema as it was, never without a variant.
+    everything = {"goal": {"complete", "incomplete", "unknown"}}
+    assert routed_schema(FLAT, refuted=everything) == ROUTED
+
+
+async def test_after_the_facts_refute_complete_the_next_answer_cannot_say_it() -> None:
+    """Job report-gen is suspended: the model's `complete` is refused within the step, and
+    the output tool of its next request no longer admits `complete` at all."""
+    from tests.support.step_fakes import FakeKube
+    from tests.unit.step.test_step_agent import tools
+    from tests.unit.step.test_step_facts import STOP, TASK, job
+
+    from goalkeeper.step.agent import run_observe
+
+    schemas: list[dict[str, Any]] = []
+    answers = [answer("stop", goal="complete", stopReason="goalComplete"), answer("act")]
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        schemas.append(info.output_tools[0].parameters_json_schema)
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, answers.pop(0))])
+
+    given = step_input(
+        task=TASK, stopWhen=STOP, contract=observation_dict("wait")["contract"],
+        authorizedActions=observation_dict("wait")["authorizedActions"],
+    )  # fmt: skip
+    found = await run_observe(
+        given, FunctionModel(model), tools(FakeKube([job("report-gen", suspend=True)])),
+        routed_output=True,
+    )  # fmt: skip
+    assert found.ok and found.result is not None and found.result["route"] == "act"
+    assert admitted(CASES["stop, goal complete"], schemas[0])
+    assert not admitted(CASES["stop, goal complete"], schemas[1])
