@@ -88,6 +88,7 @@ GEO_GRANT = (
 def test_a_resource_quoted_from_the_goal_stands_on_its_actions_quote_when_that_names_it(
     entry: str, kept: list[str]
 ) -> None:
+    """(The action's own words grant Job geo-import whatever the reading listed: below.)"""
     # Seen from a small model: the object quoted with the goal, its action with the grant.
     found = {
         "goal": "g",
@@ -97,9 +98,9 @@ def test_a_resource_quoted_from_the_goal_stands_on_its_actions_quote_when_that_n
         ],
     }
     pinned_authority = pinned(GEO_TASK, found)
-    assert pinned_authority.contract.allowedResources == kept
+    assert pinned_authority.contract.allowedResources == ["jobs/geo-import"]
     resources = [g for g in pinned_authority.record.grants if g.field == "allowedResources"]
-    assert [g.quote for g in resources] == ([GEO_GRANT] if kept else [])
+    assert [(g.entry, g.quote) for g in resources] == [("jobs/geo-import", GEO_GRANT)]
     if not kept:
         assert pinned_authority.record.dropped == [
             f"allowed resource {entry!r}: its quote does not name it"
@@ -427,3 +428,34 @@ def test_an_action_on_what_nothing_prices_stays_unpaid_and_two_limits_record_non
     kept = pinned(task, found)
     assert [(a.id, a.paid) for a in kept.actions] == [("resume-build", False)]
     assert kept.contract.costCeiling is None
+
+
+def test_an_object_a_standing_actions_words_name_with_its_kind_is_an_allowed_resource() -> None:
+    """Seen from a small model: the restart was recorded, its Deployment was not listed (a
+    ConfigMap the task only mentions was), so the act was refused as outside authority."""
+    task = (
+        "ConfigMap pricing-config in this namespace was corrected a few minutes ago. You may "
+        "restart Deployment pricing-worker so its pods read the fix. Do not change Deployment "
+        "billing-api."
+    )
+    grant = "You may restart Deployment pricing-worker so its pods read the fix."
+    found = {
+        "goal": "g",
+        "allowedResources": [{"entry": "configmaps/pricing-config", "quote": sentences(task)[0]}],
+        "authorizedActions": [
+            {
+                "id": "restart-pricing-worker",
+                "description": "Restart Deployment pricing-worker.",
+                "quote": grant,
+            }
+        ],
+    }
+    kept = pinned(task, found)
+    assert kept.contract.allowedResources == ["deployments/pricing-worker"]
+    assert "deployments/billing-api" not in kept.contract.allowedResources
+    # Named in a sentence that forbids, an object is never granted this way.
+    forbidding = (
+        "You may restart Deployment pricing-worker but do not change Deployment billing-api."
+    )
+    found["authorizedActions"][0]["quote"] = forbidding
+    assert pinned(forbidding, found).contract.allowedResources == []

@@ -178,6 +178,10 @@ _VERBS = (
 _VERB = re.compile(r"\b(" + "|".join(re.escape(v) for v in _VERBS) + r")\w*")
 # Every word that names a kind, to the kind it names.
 _KIND_OF = {alias: k.kind.lower() for k in KINDS for alias in (k.kind.lower(), k.plural, *k.short)}
+# "Deployment pricing-worker": a Kind as Kubernetes spells it, then an object's name. Only
+# the capitalised Kind counts ("its pods read the fix" names no pod "read").
+_KIND_WORD = {k.kind: k.plural for k in KINDS}
+_NAMED_OBJECT = re.compile(r"\b([A-Z][A-Za-z]+)\s+`?([a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)`?")
 _STOPWORDS_TEXT = (
     "a an the this that these those it its them they their there here of in on at to for "
     "from by with and or but if when while until as is are be been being was were may must "
@@ -423,6 +427,17 @@ def _names_target(entry: str, where: Sequence[str], quote: str) -> bool:
     return _KIND_OF.get(kind, kind) in named
 
 
+def _objects_named(quote: str) -> list[str]:
+    """`plural/name` of each object `quote` names with its kind in words, in order."""
+    found = []
+    for kind, name in _NAMED_OBJECT.findall(quote):
+        plural = _KIND_WORD.get(kind)
+        # "the build Job from saved outputs" names no Job "from"; a verb is no name either.
+        if plural is not None and name not in _STOPWORDS and not _VERB.match(name):
+            found.append(f"{plural}/{name}")
+    return list(dict.fromkeys(found))
+
+
 def is_current(status: MonitorStatus, generation: int | None) -> bool:
     """Whether authority read from the words of spec `generation` is recorded."""
     # authorityGeneration is written beside the record for earlier readers; the record's
@@ -554,6 +569,21 @@ def pin(
         kept_lists[field] = [
             q.entry for q in quoted if judge(field, noun, q.entry, q.quote, also=also)
         ]
+    # An object a standing action's own words name with its kind ("You may restart
+    # Deployment pricing-worker") is an allowed resource by those words, read or not.
+    for quote in action_quotes:
+        for entry in _objects_named(quote):
+            kept = kept_lists["allowedResources"]
+            if entry not in kept and refusal("allowedResources", entry, quote) is None:
+                kept.append(entry)
+                grants.append(
+                    Grant(
+                        field="allowedResources",
+                        entry=_clip(entry),
+                        quote=_clip(quote, RECORD_QUOTE_MAX),
+                        source=source.origin(quote),
+                    )
+                )
     grants.extend(action_grants)
     dropped.extend(action_drops)
 
