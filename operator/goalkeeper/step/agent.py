@@ -239,6 +239,7 @@ async def run_observe(
             read_first,
             pinned_resources(step_input),
             refuted=lambda: refusals.refuted,
+            id_names=lambda: refusals.id_names,
         )
         if routed_output
         else None,
@@ -258,6 +259,7 @@ async def run_observe(
 
 # A refusal by the facts of a goal or work state ("... goal 'complete' contradicts ...").
 REFUTED_CLAIM = re.compile(r"^Contradicted by the facts: (goal|work) '([a-z]+)' contradicts")
+COPIED_ID = re.compile(r"^The answer repeats the worked example's (failureId|targetStateId) ")
 
 
 @dataclass
@@ -272,6 +274,8 @@ class Refusals:
     last: str = ""
     # goal / work -> the values the facts refuted (a grammar-bound model is held to the rest)
     refuted: dict[str, set[str]] = field(default_factory=dict)
+    # The named objects' names, once an answer copied the example's ids
+    id_names: list[str] = field(default_factory=list)
 
     def check(self, observation: Observation) -> Any:
         try:
@@ -281,6 +285,9 @@ class Refusals:
             claim = REFUTED_CLAIM.match(self.last)
             if claim is not None:
                 self.refuted.setdefault(claim.group(1), set()).add(claim.group(2))
+            if COPIED_ID.match(self.last):
+                read = _named_objects(self.step_input, self.tools)
+                self.id_names = [o["metadata"]["name"] for o in read if o.get("metadata")]
             if self.log is not None:
                 self.log.emit("answer_refused", reason=self.last[:500])
             raise

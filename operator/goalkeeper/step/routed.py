@@ -20,7 +20,8 @@ task: an action names one of the recorded actions' ids, and with none recorded t
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -127,12 +128,15 @@ def routed_schema(
     action_ids: list[str] | None = None,
     writable: list[str] | None = None,
     refuted: Mapping[str, set[str]] | None = None,
+    id_names: Sequence[str] = (),
 ) -> Json:
     """`Observation`'s JSON schema as one object per route (and per case a route has).
     With `writable`, the recorded allowed resources, a mutation set names only those: the
     engine refuses any other, and a model copying an example's object cannot write one.
     `refuted` (field -> values, of `goal` and `work`) are claims the named objects refuted
-    in this step: the grammar no longer admits them, so a model that repeats itself cannot."""
+    in this step: the grammar no longer admits them, so a model that repeats itself cannot.
+    `id_names`, once an answer copied an example's ids: a failure or target-state id then
+    begins with the name of an object this task names."""
     action_ref = "ActionRequest"
     if action_ref not in (flat.get("$defs") or {}) or "route" not in (flat.get("properties") or {}):
         return flat  # not an observation's schema
@@ -193,10 +197,28 @@ def routed_schema(
     if ids == []:  # no recorded authority to act on: no act case at all
         variants = [v for v in variants if v["properties"]["route"] != {"const": "act"}]
     variants = _without_refuted(variants, defs, refuted or {})
+    if id_names:
+        _ids_name_objects(defs, ("AdvanceAction", "RecoveryAction"), id_names)
     schema: Json = {"type": "object", "anyOf": variants, "$defs": _reachable(variants, defs)}
     if "description" in flat:
         schema["description"] = flat["description"]
     return schema
+
+
+def _ids_name_objects(defs: Json, actions: Sequence[str], names: Sequence[str]) -> None:
+    """Each action's failure and target-state ids begin with one of `names`."""
+    start = "|".join(re.escape(n) for n in dict.fromkeys(names))
+    for action in actions:
+        if action not in defs:
+            continue
+        for field in ("failureId", "targetStateId"):
+            prop = defs[action]["properties"].get(field)
+            if isinstance(prop, dict):
+                defs[action]["properties"][field] = {
+                    **{k: v for k, v in prop.items() if k != "pattern"},
+                    "type": "string",
+                    "pattern": f"^({start})[A-Za-z0-9._:/-]{{0,80}}$",
+                }
 
 
 def _values(prop: Json, defs: Json) -> list[Any] | None:
@@ -277,8 +299,10 @@ class RoutedOutput(AbstractCapability[Any]):
     action_ids: list[str] | None = None
     read_tools: tuple[str, ...] = ()
     writable: list[str] | None = None
-    # The claims the named objects refuted so far in this step (see `routed_schema`).
+    # The claims the named objects refuted so far in this step, and the names ids must
+    # begin with once an answer copied an example's (see `routed_schema`).
     refuted: Callable[[], Mapping[str, set[str]]] | None = None
+    id_names: Callable[[], Sequence[str]] | None = None
 
     def get_model_settings(self) -> Callable[[RunContext[Any]], ModelSettings]:
         # No answer before the target has been read once in this check. The tools stay
@@ -301,6 +325,7 @@ class RoutedOutput(AbstractCapability[Any]):
                     self.action_ids,
                     self.writable,
                     self.refuted() if self.refuted is not None else None,
+                    self.id_names() if self.id_names is not None else (),
                 ),
             )
             for tool in tool_defs

@@ -315,3 +315,44 @@ async def test_after_the_facts_refute_complete_the_next_answer_cannot_say_it() -
     assert found.ok and found.result is not None and found.result["route"] == "act"
     assert admitted(CASES["stop, goal complete"], schemas[0])
     assert not admitted(CASES["stop, goal complete"], schemas[1])
+
+
+def test_once_an_answer_copied_the_examples_ids_they_begin_with_a_named_object() -> None:
+    narrowed = routed_schema(FLAT, ["restart-pricing-worker"], id_names=["pricing-worker"])
+    for kind in ("AdvanceAction", "RecoveryAction"):
+        pattern = narrowed["$defs"][kind]["properties"]["failureId"]["pattern"]
+        assert re.match(pattern, "pricing-worker:stale-config")
+        assert not re.match(pattern, "hpa-capped:api:8")
+        assert re.match(pattern, "pricing-worker/restarted") and not re.match(pattern, "x")
+    plain = routed_schema(FLAT)["$defs"]["AdvanceAction"]["properties"]["failureId"]
+    assert re.match(plain["pattern"], "hpa-capped:api:8")
+
+
+async def test_a_copied_failure_id_is_refused_and_the_next_answer_names_this_task() -> None:
+    from tests.support.step_fakes import FakeKube, deployment
+    from tests.unit.step.test_step_agent import tools
+
+    from goalkeeper.step.agent import run_observe
+
+    schemas: list[dict[str, Any]] = []
+    copied = answer("act", action=action(failureId="hpa-capped:api:8"))
+    answers = [copied, answer("act", action=action(failureId="web:short"))]
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        schemas.append(info.output_tools[0].parameters_json_schema)
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, answers.pop(0))])
+
+    given = step_input(
+        contract=observation_dict("wait")["contract"],
+        authorizedActions=observation_dict("wait")["authorizedActions"],
+    )
+    found = await run_observe(
+        given, FunctionModel(model), tools(FakeKube([deployment("web", replicas=0)])),
+        routed_output=True, worked_example=True,
+    )  # fmt: skip
+    assert found.ok, found.error
+    first, second = (s["$defs"]["AdvanceAction"]["properties"]["failureId"] for s in schemas)
+    assert re.match(first["pattern"], "hpa-capped:api:8")
+    assert re.match(second["pattern"], "web:short") and not re.match(
+        second["pattern"], "hpa-capped:api:8"
+    )
