@@ -240,6 +240,7 @@ async def run_observe(
             pinned_resources(step_input),
             refuted=lambda: refusals.refuted,
             id_names=lambda: refusals.id_names,
+            copied=lambda: refusals.copied,
         )
         if routed_output
         else None,
@@ -259,7 +260,7 @@ async def run_observe(
 
 # A refusal by the facts of a goal or work state ("... goal 'complete' contradicts ...").
 REFUTED_CLAIM = re.compile(r"^Contradicted by the facts: (goal|work) '([a-z]+)' contradicts")
-COPIED_ID = re.compile(r"^The answer repeats the worked example's (failureId|targetStateId) ")
+COPIED = re.compile(r"^The answer repeats the worked example's (\w+) ")
 
 
 @dataclass
@@ -276,6 +277,7 @@ class Refusals:
     refuted: dict[str, set[str]] = field(default_factory=dict)
     # The named objects' names, once an answer copied the example's ids
     id_names: list[str] = field(default_factory=list)
+    copied: list[str] = field(default_factory=list)  # the fields an answer copied
 
     def check(self, observation: Observation) -> Any:
         try:
@@ -285,9 +287,11 @@ class Refusals:
             claim = REFUTED_CLAIM.match(self.last)
             if claim is not None:
                 self.refuted.setdefault(claim.group(1), set()).add(claim.group(2))
-            if COPIED_ID.match(self.last):
+            copy = COPIED.match(self.last)
+            if copy is not None:
                 read = _named_objects(self.step_input, self.tools)
                 self.id_names = [o["metadata"]["name"] for o in read if o.get("metadata")]
+                self.copied.append(copy.group(1))
             if self.log is not None:
                 self.log.emit("answer_refused", reason=self.last[:500])
             raise

@@ -39,6 +39,7 @@ from goalkeeper.core.models import (
 
 Json = dict[str, Any]
 SHARED = "Observation_"
+NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
 OPEN_GOALS = [GoalState.incomplete.value, GoalState.unknown.value]
 OTHER_STOPS = [r.value for r in ObservedStopReason if r is not ObservedStopReason.goalComplete]
 # The facts before the decision: a model writes what it saw, then routes on it.
@@ -129,6 +130,7 @@ def routed_schema(
     writable: list[str] | None = None,
     refuted: Mapping[str, set[str]] | None = None,
     id_names: Sequence[str] = (),
+    copied: Sequence[str] = (),
 ) -> Json:
     """`Observation`'s JSON schema as one object per route (and per case a route has).
     With `writable`, the recorded allowed resources, a mutation set names only those: the
@@ -136,7 +138,8 @@ def routed_schema(
     `refuted` (field -> values, of `goal` and `work`) are claims the named objects refuted
     in this step: the grammar no longer admits them, so a model that repeats itself cannot.
     `id_names`, once an answer copied an example's ids: a failure or target-state id then
-    begins with the name of an object this task names."""
+    begins with the name of an object this task names; each text field in `copied` (one an
+    answer copied from the example word for word) then mentions one of those names."""
     action_ref = "ActionRequest"
     if action_ref not in (flat.get("$defs") or {}) or "route" not in (flat.get("properties") or {}):
         return flat  # not an observation's schema
@@ -198,27 +201,44 @@ def routed_schema(
         variants = [v for v in variants if v["properties"]["route"] != {"const": "act"}]
     variants = _without_refuted(variants, defs, refuted or {})
     if id_names:
-        _ids_name_objects(defs, ("AdvanceAction", "RecoveryAction"), id_names)
+        _ids_name_objects(defs, ("AdvanceAction", "RecoveryAction"), id_names, copied)
     schema: Json = {"type": "object", "anyOf": variants, "$defs": _reachable(variants, defs)}
     if "description" in flat:
         schema["description"] = flat["description"]
     return schema
 
 
-def _ids_name_objects(defs: Json, actions: Sequence[str], names: Sequence[str]) -> None:
-    """Each action's failure and target-state ids begin with one of `names`."""
-    start = "|".join(re.escape(n) for n in dict.fromkeys(names))
-    for action in actions:
-        if action not in defs:
-            continue
+def _ids_name_objects(
+    defs: Json, actions: Sequence[str], names: Sequence[str], copied: Sequence[str] = ()
+) -> None:
+    """Each action's failure and target-state ids begin with one of `names`, and each
+    field in `copied`, of an action or the observation, mentions one."""
+    # Object names hold [a-z0-9.-]; only the dot means more in a pattern (and a grammar's
+    # pattern reader may not take other escapes).
+    either = "|".join(n.replace(".", "\\.") for n in dict.fromkeys(names) if NAME.match(n))
+    if not either:
+        return
+    targets = [(defs[a]["properties"], a) for a in actions if a in defs]
+    for properties, _ in targets:
         for field in ("failureId", "targetStateId"):
-            prop = defs[action]["properties"].get(field)
+            prop = properties.get(field)
             if isinstance(prop, dict):
-                defs[action]["properties"][field] = {
+                properties[field] = {
                     **{k: v for k, v in prop.items() if k != "pattern"},
                     "type": "string",
-                    "pattern": f"^({start})[A-Za-z0-9._:/-]{{0,80}}$",
+                    "pattern": f"^({either})[A-Za-z0-9._:/-]{{0,80}}$",
                 }
+    for field in copied:
+        if field in ("failureId", "targetStateId"):
+            continue
+        # Any text but a quote or backslash around the name, so a grammar keeps it a string.
+        mentions = f'^[^"\\\\]*({either})[^"\\\\]*$'
+        shared = defs.get(f"{SHARED}{field}")
+        found = [p for p, _ in targets if isinstance(p.get(field), dict)]
+        if isinstance(shared, dict) and shared.get("type") == "string":
+            defs[f"{SHARED}{field}"] = {**shared, "pattern": mentions}
+        for properties in found:
+            properties[field] = {**properties[field], "pattern": mentions}
 
 
 def _values(prop: Json, defs: Json) -> list[Any] | None:
@@ -303,6 +323,7 @@ class RoutedOutput(AbstractCapability[Any]):
     # begin with once an answer copied an example's (see `routed_schema`).
     refuted: Callable[[], Mapping[str, set[str]]] | None = None
     id_names: Callable[[], Sequence[str]] | None = None
+    copied: Callable[[], Sequence[str]] | None = None
 
     def get_model_settings(self) -> Callable[[RunContext[Any]], ModelSettings]:
         # No answer before the target has been read once in this check. The tools stay
@@ -326,6 +347,7 @@ class RoutedOutput(AbstractCapability[Any]):
                     self.writable,
                     self.refuted() if self.refuted is not None else None,
                     self.id_names() if self.id_names is not None else (),
+                    self.copied() if self.copied is not None else (),
                 ),
             )
             for tool in tool_defs

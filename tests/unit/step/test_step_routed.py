@@ -356,3 +356,20 @@ async def test_a_copied_failure_id_is_refused_and_the_next_answer_names_this_tas
     assert re.match(second["pattern"], "web:short") and not re.match(
         second["pattern"], "hpa-capped:api:8"
     )
+
+
+def test_a_text_an_answer_copied_must_then_mention_an_object_this_task_names() -> None:
+    narrowed = routed_schema(
+        FLAT,
+        ["x"],
+        id_names=["pricing-worker", "pricing.config"],
+        copied=["verification", "report"],
+    )
+    verification = narrowed["$defs"]["RecoveryAction"]["properties"]["verification"]["pattern"]
+    report = narrowed["$defs"]["Observation_report"]["pattern"]
+    for pattern in (verification, report):
+        assert re.match(pattern, "the pods of pricing-worker start after the fix")
+        assert not re.match(pattern, "api shows spec.maxReplicas 10.")
+        assert not re.match(pattern, "pricingXconfig")  # a dot in a name means a dot
+        assert not re.match(pattern, 'pricing-worker" ,"x')  # stays inside the string
+    assert "pattern" not in narrowed["$defs"]["Observation_observation"]
