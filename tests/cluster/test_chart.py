@@ -144,6 +144,9 @@ def test_chart_lints_clean(offline_helm: Helm) -> None:
         ("notifications.format=email", "format"),
         ("notifications.send={stop,sms}", "send"),
         ("tracing.endpoint=ftp://collector", "endpoint"),
+        ("shards={a,Team-B}", "shards"),
+        ("shards={a,default}", "shards"),
+        ("shards={a,a}", "shards"),
     ],
 )
 def test_bad_values_fail_naming_the_field(helm: Helm, setting: str, field: str) -> None:
@@ -369,6 +372,52 @@ def test_two_replicas_elect_a_leader_with_the_lease_rules_of_config_rbac(
     )
 
 
+def test_each_shard_is_a_deployment_with_its_selector_and_lease(offline_helm: Helm) -> None:
+    docs = offline_helm.render(
+        "-n", "goalkeeper-system",
+        "--set", "shards={a,b}",
+        "--set", "replicas=2",
+        "--set", "leaderElection.enabled=true",
+        "--set", "leaderElection.leaseName=goalkeeper-operator",
+    )  # fmt: skip
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    assert sorted(deployments) == ["goalkeeper", "goalkeeper-shard-a", "goalkeeper-shard-b"]
+    want = {
+        "goalkeeper": ("default", "goalkeeper.dev/shard notin (a,b)", "goalkeeper-operator"),
+        "goalkeeper-shard-a": ("a", "goalkeeper.dev/shard=a", "goalkeeper-operator-a"),
+        "goalkeeper-shard-b": ("b", "goalkeeper.dev/shard=b", "goalkeeper-operator-b"),
+    }
+    selectors = []
+    for name, (pods, selector, lease) in want.items():
+        deployment = deployments[name]
+        assert deployment["spec"]["replicas"] == 2
+        match = deployment["spec"]["selector"]["matchLabels"]
+        assert match["goalkeeper.dev/operator-shard"] == pods
+        assert match.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+        selectors.append(match)
+        env = env_of([deployment])
+        assert env["GOALKEEPER_SHARD_SELECTOR"] == selector
+        assert env["GOALKEEPER_LEASE_NAME"] == lease
+    # No Deployment's pods match another's selector.
+    for i, match in enumerate(selectors):
+        for j, deployment in enumerate(deployments.values()):
+            labels = deployment["spec"]["template"]["metadata"]["labels"]
+            assert (match.items() <= labels.items()) == (i == j)
+    role = find(docs, "Role", "goalkeeper-operator-leader-election", "goalkeeper-system")
+    named = next(rule for rule in role["rules"] if "resourceNames" in rule)
+    assert named["resourceNames"] == [lease for _, _, lease in want.values()]
+    # The metrics Service scrapes every shard's pods.
+    service = find(docs, "Service", "goalkeeper-metrics", "goalkeeper-system")
+    for deployment in deployments.values():
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert service["spec"]["selector"].items() <= labels.items()
+    # Without shards the one Deployment keeps its selector and selects every Monitor.
+    alone = offline_helm.render("-n", "goalkeeper-system")
+    deployment = find(alone, "Deployment", "goalkeeper", "goalkeeper-system")
+    assert "goalkeeper.dev/operator-shard" not in deployment["spec"]["selector"]["matchLabels"]
+    assert "GOALKEEPER_SHARD_SELECTOR" not in env_of(alone)
+
+
 # --- against the control plane ---------------------------------------------------------
 
 
@@ -392,10 +441,12 @@ def test_template_passes_server_side_dry_run(
     out = helm(
         "template", release, str(CHART), "-n", release_ns, "--include-crds",
         "--set", f"stepNamespaces={{{namespace}}}", "--set", f"watchNamespaces={{{namespace}}}",
+        "--set", "shards={a}", "--set", "leaderElection.enabled=true",
     ).stdout  # fmt: skip
     done = control_plane.kubectl("apply", "--dry-run=server", "-f", "-", input=out)
     assert done.returncode == 0, done.stderr
     assert "deployment.apps/" in done.stdout and "validatingadmissionpolicy" in done.stdout
+    assert f"deployment.apps/{release}-goalkeeper-shard-a" in done.stdout
 
 
 def done_or_wait(facts: Facts, _: int) -> dict[str, Any]:

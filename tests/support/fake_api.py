@@ -144,7 +144,16 @@ class FakeApi:
         meta["annotations"] = merge_patch(meta.get("annotations") or {}, annotations)
         return self.put("MonitorStep", current)
 
-    async def step_history(self, namespace: str, monitor: str, uid: str) -> dict[int, str]:
+    async def label_step(self, namespace: str, name: str, labels: dict[str, str | None]) -> Body:
+        self._enter("label_step", name)
+        current = self._read("MonitorStep", namespace, name)
+        meta = current["metadata"]
+        meta["labels"] = merge_patch(meta.get("labels") or {}, labels)
+        return self.put("MonitorStep", current)
+
+    async def step_history(
+        self, namespace: str, monitor: str, uid: str, fresh: bool = False
+    ) -> dict[int, str]:
         self._enter("step_history", monitor)
         return owned_steps(
             [s for s in self.all("MonitorStep") if s["metadata"].get("namespace") == namespace],

@@ -27,6 +27,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- .Values.leaderElection.leaseName | default (include "goalkeeper.fullname" .) -}}
 {{- end -}}
 
+{{/* A shard's Lease: the release's own, with the shard's name after it. */}}
+{{- define "goalkeeper.shardLeaseName" -}}
+{{- $lease := include "goalkeeper.leaseName" .root -}}
+{{- ternary $lease (printf "%s-%s" $lease .shard) (eq .shard "") -}}
+{{- end -}}
+
 {{- define "goalkeeper.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}

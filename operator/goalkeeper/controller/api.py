@@ -155,7 +155,12 @@ class Api(Protocol):
     async def annotate_step(
         self, namespace: str, name: str, annotations: dict[str, str]
     ) -> Body: ...
-    async def step_history(self, namespace: str, monitor: str, uid: str) -> dict[int, str]: ...
+    async def label_step(
+        self, namespace: str, name: str, labels: dict[str, str | None]
+    ) -> Body: ...
+    async def step_history(
+        self, namespace: str, monitor: str, uid: str, fresh: bool = False
+    ) -> dict[int, str]: ...
     async def delete_steps(
         self, namespace: str, monitor: str, uid: str, seqs: list[int]
     ) -> None: ...
@@ -235,6 +240,17 @@ class KubeApi:
                 continue
             return answer
 
+    async def list_monitors(self, namespace: str) -> list[Body]:
+        """Every Monitor of `namespace`, every shard's: a shard's ModelConfig statuses
+        count the spend of all of them, not only of those its own watch shows."""
+        listed = await self._call(
+            f"list the Monitors of {namespace}",
+            lambda: self.custom.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, "monitors", _preload_content=False
+            ),
+        )
+        return list(listed.get("items") or [])
+
     async def get_monitor(self, namespace: str, name: str, fresh: bool = False) -> Body:
         return await self._call(
             f"read Monitor {namespace}/{name}",
@@ -295,7 +311,26 @@ class KubeApi:
             ),
         )
 
-    async def step_history(self, namespace: str, monitor: str, uid: str) -> dict[int, str]:
+    async def label_step(self, namespace: str, name: str, labels: dict[str, str | None]) -> Body:
+        """Set (None: remove) a MonitorStep's labels, a merge patch of the object itself."""
+        body = {"metadata": {"labels": labels}}
+        return await self._call(
+            f"label MonitorStep {namespace}/{name}",
+            lambda: self.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                "monitorsteps",
+                name,
+                body,
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
+            ),
+        )
+
+    async def step_history(
+        self, namespace: str, monitor: str, uid: str, fresh: bool = False
+    ) -> dict[int, str]:
         listed = await self._call(
             f"list the MonitorSteps of {namespace}/{monitor}",
             lambda: self.custom.list_namespaced_custom_object(

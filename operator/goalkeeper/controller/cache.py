@@ -202,6 +202,11 @@ class WatchCache:
         if not self._history[owner]:
             del self._history[owner]
 
+    def remember_history(self, monitor_uid: str, steps: dict[int, str]) -> None:
+        """Step names listed from the API server, outside this operator's watch."""
+        if steps:
+            self._history[monitor_uid].update(steps)
+
     def forget_monitor(self, namespace: str, name: str, uid: str | None) -> None:
         self._objects[MONITOR].pop((namespace, name), None)
         if uid is not None:
@@ -298,9 +303,19 @@ class CachedApi:
         self.cache.put(STEP, written)
         return written
 
-    async def step_history(self, namespace: str, monitor: str, uid: str) -> dict[int, str]:
+    async def label_step(self, namespace: str, name: str, labels: dict[str, str | None]) -> Body:
+        written = await self.api.label_step(namespace, name, labels)
+        self.cache.put(STEP, written)
+        return written
+
+    async def step_history(
+        self, namespace: str, monitor: str, uid: str, fresh: bool = False
+    ) -> dict[int, str]:
         # The watch lists every step before it streams, so what it has not shown yet is
-        # at most a step too few to prune now; the next launch prunes it.
+        # at most a step too few to prune now; the next launch prunes it. `fresh` lists the
+        # steps another shard's watch saw, and the cache keeps their names from then on.
+        if fresh:
+            self.cache.remember_history(uid, await self.api.step_history(namespace, monitor, uid))
         return self.cache.history(uid)
 
     async def delete_steps(self, namespace: str, monitor: str, uid: str, seqs: list[int]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,18 +27,35 @@ Body = dict[str, Any]
 REFRESH_SECONDS = 10.0
 
 
-async def refresh_config_statuses(cache: WatchCache, api: Api) -> int:
+# Every Monitor of a namespace, read from the API server (a shard's cache holds only its own).
+ListMonitors = Callable[[str], Awaitable[list[Body]]]
+
+
+async def refresh_config_statuses(
+    cache: WatchCache, api: Api, list_monitors: ListMonitors | None = None
+) -> int:
     """Write the status of every ModelConfig whose users or spend changed; the number
-    written. A refused write is logged and tried again on the next pass."""
+    written. A refused write is logged and tried again on the next pass. With
+    `list_monitors` (a shard) the namespace's Monitors are listed, every shard's, so the
+    shards write the same status rather than each its own part."""
     due = cache.take_configs_due()
     configs = [key for key in cache.keys(MODEL_CONFIG) if key[0] in due]
     namespaces = {namespace for namespace, _ in configs}
     monitors: dict[str, list[Body]] = defaultdict(list)
-    for namespace, name in cache.keys(MONITOR):
-        if namespace in namespaces:
-            found = cache.get(MONITOR, namespace, name)
-            if found is not None:
-                monitors[namespace].append(found)
+    if list_monitors is not None:
+        for namespace in sorted(namespaces):
+            try:
+                monitors[namespace] = await list_monitors(namespace)
+            except ApiError as error:
+                log.warning("%s: could not list the Monitors: %s", namespace, error)
+                cache.config_due(namespace)
+                configs = [key for key in configs if key[0] != namespace]
+    else:
+        for namespace, name in cache.keys(MONITOR):
+            if namespace in namespaces:
+                found = cache.get(MONITOR, namespace, name)
+                if found is not None:
+                    monitors[namespace].append(found)
     written = 0
     for namespace, name in configs:
         body = cache.get(MODEL_CONFIG, namespace, name)
@@ -65,8 +83,11 @@ async def refresh_config_statuses(cache: WatchCache, api: Api) -> int:
 
 
 async def keep_config_statuses(
-    cache: WatchCache, api: Api, interval: float = REFRESH_SECONDS
+    cache: WatchCache,
+    api: Api,
+    interval: float = REFRESH_SECONDS,
+    list_monitors: ListMonitors | None = None,
 ) -> None:
     while True:
         await asyncio.sleep(interval)
-        await refresh_config_statuses(cache, api)
+        await refresh_config_statuses(cache, api, list_monitors)

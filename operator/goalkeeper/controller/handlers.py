@@ -64,7 +64,12 @@ async def on_monitor(
     queue: WorkQueue = memo.queue
     if _track(memo.cache, MONITOR, event, body):
         # Garbage collection removes the steps, Jobs and pods; nothing more is reported.
-        log.info("%s/%s deleted: cancelled", namespace, name)
+        # A shard's watch shows a Monitor relabelled away the same way: the shard it went
+        # to carries on from its status (a step in flight included).
+        if memo.shard:
+            log.info("%s/%s deleted, or moved to another shard: let go", namespace, name)
+        else:
+            log.info("%s/%s deleted: cancelled", namespace, name)
         uid = body.get("metadata", {}).get("uid")
         memo.cache.forget_monitor(namespace, name, uid)
         memo.notifier.forget_monitor(str(uid))
@@ -114,7 +119,10 @@ async def on_approval(
 ) -> None:
     # A person answered: the monitor it names reads its approvals again.
     monitor = (body.get("spec") or {}).get("monitor")
-    if namespace is not None and isinstance(monitor, str) and event.get("type") != "DELETED":
+    if namespace is None or not isinstance(monitor, str) or event.get("type") == "DELETED":
+        return
+    # Only a monitor of this shard: approvals carry no shard label, every shard sees them.
+    if not memo.shard or (namespace, monitor) in memo.queue.seen:
         memo.queue.trigger(namespace, monitor)
 
 

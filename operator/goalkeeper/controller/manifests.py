@@ -7,7 +7,7 @@ finds its own earlier object (AlreadyExists) instead of making a second one.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -134,7 +134,13 @@ def owner(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
     }
 
 
-def monitor_step(monitor: Manifest, launch: LaunchStep) -> Manifest:
+def shard_labels(labels: Mapping[str, str] | None, keys: Sequence[str]) -> dict[str, str]:
+    """The labels of `labels` that a shard selects on (`keys`): a step carries its
+    Monitor's, so each shard's watches see exactly its own monitors' steps."""
+    return {key: labels[key] for key in keys if labels and key in labels}
+
+
+def monitor_step(monitor: Manifest, launch: LaunchStep, shard_keys: Sequence[str] = ()) -> Manifest:
     meta = monitor["metadata"]
     name = step_name(meta["name"], meta["uid"], launch.seq, launch.kind)
     spec = MonitorStepSpec(
@@ -151,6 +157,7 @@ def monitor_step(monitor: Manifest, launch: LaunchStep) -> Manifest:
             "name": name,
             "namespace": meta["namespace"],
             "labels": {
+                **shard_labels(meta.get("labels"), shard_keys),
                 LABEL_MONITOR: label_value(meta["name"]),
                 LABEL_KIND: launch.kind.value,
                 LABEL_SEQ: str(launch.seq),
@@ -178,6 +185,7 @@ def step_job(
         settings.actorServiceAccount if kind in MUTATING_STEPS else settings.observerServiceAccount
     )
     labels = {
+        **shard_labels(meta.get("labels"), settings.shard.keys),
         LABEL_STEP: meta["name"],
         LABEL_MONITOR: meta["labels"][LABEL_MONITOR],
         LABEL_KIND: kind.value,

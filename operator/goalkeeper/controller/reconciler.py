@@ -216,6 +216,10 @@ class Reconciler:
         self.spans = spans or CheckSpans({})
         self.settings = settings
         self.policy = settings.policy()
+        self.shard = settings.shard
+        # Monitors whose step history was listed from the API server, once, after a
+        # handover from another shard left it out of this one's watch.
+        self._histories_listed: set[str] = set()
         self.clock = clock
         self.wakes: Wakes = wakes or _NoWakes()
         # A target change a round took, until the decision made from it is written.
@@ -423,10 +427,16 @@ class Reconciler:
             )
 
     async def _read_monitor(self, namespace: str, name: str, fresh: bool = False) -> Body | None:
+        """The monitor, or None when it is gone or another shard's: a read that falls
+        through to the API server (a trigger by name, a resync) may find one relabelled."""
         try:
-            return await self.api.get_monitor(namespace, name, fresh=fresh)
+            monitor = await self.api.get_monitor(namespace, name, fresh=fresh)
         except NotFound:
             return None
+        if not self.shard.matches(monitor["metadata"].get("labels")):
+            log.info("%s/%s: another shard's now (%s); let go", namespace, name, self.shard.text)
+            return None
+        return monitor
 
     async def _round(
         self, monitor: Body, status: MonitorStatus, fresh: bool = False
@@ -577,7 +587,7 @@ class Reconciler:
             decision.unrecorded
             and len(launches) == 1
             and manifests.same_step(
-                step, manifests.monitor_step(monitor, launches[0]), reading=True
+                step, manifests.monitor_step(monitor, launches[0], self.shard.keys), reading=True
             )
         )
 
@@ -691,6 +701,7 @@ class Reconciler:
         if not _is_recorded_step(found, step):
             return StepFacts(name, True, foreign=_not_launched(found))
         if (found.get("status") or {}).get("phase") not in TERMINAL_PHASES:
+            found = await self._adopt(monitor, found)
             ended = await self._job_ended(namespace, found, fresh)
             if ended is None:
                 return StepFacts(name, True, status=found.get("status"))
@@ -703,6 +714,23 @@ class Reconciler:
                 return StepFacts(name, True, status=found.get("status"), job_ended=ended)
         forged = await self._provenance(namespace, found)
         return StepFacts(name, True, status=found.get("status"), forged=forged)
+
+    async def _adopt(self, monitor: Body, step: Body) -> Body:
+        """The step in flight, relabelled as its monitor is when another shard launched it
+        (the monitor was moved meanwhile), so this shard's watch sees it end. Its Job keeps
+        the old labels: a Job that fails without a result is found by the resync."""
+        keys = self.shard.keys
+        want = manifests.shard_labels(monitor["metadata"].get("labels"), keys)
+        has = manifests.shard_labels(step["metadata"].get("labels"), keys)
+        if want == has:
+            return step
+        meta = step["metadata"]
+        log.info("%s: adopting step %s from another shard", meta["namespace"], meta["name"])
+        labels: dict[str, str | None] = {key: want.get(key) for key in keys}
+        try:
+            return await self.api.label_step(meta["namespace"], meta["name"], labels)
+        except NotFound:
+            return step  # gone meanwhile: the next read says so
 
     async def _job_ended(self, namespace: str, step: Body, fresh: bool) -> str | None:
         """Why the step's Job ended without a result, or None while it may still write one."""
@@ -846,7 +874,7 @@ class Reconciler:
         """Create the MonitorStep and its Job; an existing one is used only when it is ours."""
         meta = monitor["metadata"]
         namespace = meta["namespace"]
-        step = manifests.monitor_step(monitor, launch)
+        step = manifests.monitor_step(monitor, launch, self.shard.keys)
         token = uuid.uuid4().hex
         annotations = step["metadata"].setdefault("annotations", {})
         annotations[manifests.ANNOTATION_LAUNCH] = token
@@ -977,6 +1005,14 @@ class Reconciler:
         all the time deletes once every few checks instead of once per check."""
         meta = monitor["metadata"]
         history = await self.api.step_history(meta["namespace"], meta["name"], meta["uid"])
+        handed_over = self.shard and keep_seq > 1 and keep_seq - 1 not in history
+        if handed_over and meta["uid"] not in self._histories_listed:
+            # The step before this one is missing: launched by the shard this monitor came
+            # from, so outside this one's watch. Listed once, the cache keeps it from then on.
+            self._histories_listed.add(meta["uid"])
+            history = await self.api.step_history(
+                meta["namespace"], meta["name"], meta["uid"], fresh=True
+            )
         seqs = sorted(history)
         excess = len(seqs) - self.settings.stepHistory
         if excess < prune_batch(self.settings.stepHistory):

@@ -74,7 +74,9 @@ def api_client() -> Any:
     return client.ApiClient(configuration)
 
 
-def build_registry() -> kopf.OperatorRegistry:
+def build_registry(shard: str = "") -> kopf.OperatorRegistry:
+    """The handlers and settings; `shard`, a label selector, narrows every watch of Monitors
+    and of their steps (MonitorSteps, Jobs, pods carry their monitor's labels) to it."""
     registry = kopf.OperatorRegistry()
     register(registry)
 
@@ -89,6 +91,12 @@ def build_registry() -> kopf.OperatorRegistry:
         # initial lists come in pages, and a burst of events runs on a bounded set of workers.
         settings.watching.label_selectors["batch", "jobs"] = LABEL_STEP
         settings.watching.label_selectors["", "pods"] = LABEL_STEP
+        if shard:
+            for resource in ((GROUP, "monitors"), (GROUP, "monitorsteps")):
+                settings.watching.label_selectors[resource] = shard
+            # Joined with the step label above: kopf ANDs every selector of a resource.
+            settings.watching.label_selectors["batch", "jobs"] = f"{LABEL_STEP},{shard}"
+            settings.watching.label_selectors["", "pods"] = f"{LABEL_STEP},{shard}"
         settings.watching.chunk_size = LIST_PAGE
         settings.queueing.worker_limit = WATCH_WORKERS
         # A worker holds its slot while it idles: short, or a new object's first event
@@ -196,8 +204,11 @@ async def _run_kopf(
     if not settings.model:
         log.warning("GOALKEEPER_MODEL is not set: monitors will stop with that reason")
     log.info(
-        "goalkeeper operator starting (%s; step image %s)",
+        "goalkeeper operator starting (%s%s; step image %s)",
         ", ".join(settings.namespaces) or "all namespaces",
+        f"; the shard of Monitors labelled {settings.shardSelector}"
+        if settings.shardSelector
+        else "",
         settings.stepImage,
     )
     liveness = (
@@ -206,7 +217,11 @@ async def _run_kopf(
         else None
     )
     resync = asyncio.get_running_loop().create_task(queue.resync_forever())
-    statuses = asyncio.get_running_loop().create_task(keep_config_statuses(cache, kube))
+    statuses = asyncio.get_running_loop().create_task(
+        keep_config_statuses(
+            cache, kube, list_monitors=kube.list_monitors if settings.shardSelector else None
+        )
+    )
     # The sinks are known before the first decision, so none is made without its messages;
     # an API that does not answer soon is waited for in the background instead.
     listing = asyncio.get_running_loop().create_task(
@@ -217,11 +232,17 @@ async def _run_kopf(
     delivering = asyncio.get_running_loop().create_task(notifier.run())
     try:
         await kopf.operator(
-            registry=build_registry(),
+            registry=build_registry(settings.shardSelector),
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
             standalone=True,
-            memo=kopf.Memo(queue=queue, cache=cache, leadership=leadership, notifier=notifier),
+            memo=kopf.Memo(
+                queue=queue,
+                cache=cache,
+                leadership=leadership,
+                notifier=notifier,
+                shard=settings.shardSelector,
+            ),
             stop_flag=stop_flag,
             ready_flag=ready_flag,
             liveness_endpoint=liveness,

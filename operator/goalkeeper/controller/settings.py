@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator
 
 from goalkeeper import __version__
-from goalkeeper.core import policy
+from goalkeeper.core import policy, selectors
 from goalkeeper.core.models import (
     INSTRUCTIONS_MAX,
     Model,
@@ -21,6 +21,7 @@ from goalkeeper.core.models import (
     SinkFormat,
 )
 from goalkeeper.core.policy import Policy
+from goalkeeper.core.selectors import LabelSelector
 
 PREFIX = "GOALKEEPER_"
 
@@ -31,6 +32,11 @@ class SettingsError(ValueError):
 
 NOTIFY_SEND_PATTERN = r"^(stop|approval|health|report)(,(stop|approval|health|report))*$"
 ACT_EXTRA_VERBS_PATTERN = r"^((create|update|delete)(,(create|update|delete))*)?$"
+
+
+# The label that places a Monitor in a shard (docs/operations.md#shards); the chart's shards
+# select on it. A shard's selector may name other labels too, but none of goalkeeper's own.
+SHARD_LABEL = "goalkeeper.dev/shard"
 
 
 # MonitorSteps kept per monitor by default: 100 checks even when each has an extract, an
@@ -199,6 +205,15 @@ class OperatorSettings(Model):
         default="0.0.0.0",  # noqa: S104
         description="GOALKEEPER_LISTEN_ADDRESS: where the health and metrics ports listen.",
     )
+    shardSelector: str = Field(
+        default="",
+        description=(
+            "GOALKEEPER_SHARD_SELECTOR: a label selector for the Monitors this operator owns "
+            f"(for example `{SHARD_LABEL}=a`, or `{SHARD_LABEL} notin (a,b)` for the shard "
+            "that takes every Monitor no other shard names); their steps carry the same "
+            "labels. Empty: every Monitor."
+        ),
+    )
     leaderElection: bool = Field(
         default=False,
         description="GOALKEEPER_LEADER_ELECTION: one replica reconciles, the others wait.",
@@ -237,6 +252,22 @@ class OperatorSettings(Model):
         if url and (parts.scheme not in ("http", "https") or not parts.hostname):
             raise ValueError("must be an http or https URL (its value is not shown)")
         return SecretStr(url)
+
+    @field_validator("shardSelector")
+    @classmethod
+    def _shard_selector(cls, value: str) -> str:
+        try:
+            parsed = selectors.parse(value)
+        except selectors.SelectorError as error:
+            raise ValueError(f"not a label selector: {error}") from None
+        own = [k for k in parsed.keys if k.startswith("goalkeeper.dev/") and k != SHARD_LABEL]
+        if own:
+            raise ValueError(f"may not select on goalkeeper's own step labels ({', '.join(own)})")
+        return parsed.text
+
+    @property
+    def shard(self) -> LabelSelector:
+        return selectors.parse(self.shardSelector)
 
     @property
     def minute(self) -> timedelta:
@@ -328,6 +359,7 @@ _FIELDS = {
     "healthPort": "HEALTH_PORT",
     "metricsPort": "METRICS_PORT",
     "listenAddress": "LISTEN_ADDRESS",
+    "shardSelector": "SHARD_SELECTOR",
     "leaderElection": "LEADER_ELECTION",
     "leaseName": "LEASE_NAME",
     "leaseNamespace": "LEASE_NAMESPACE",
