@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -39,17 +40,29 @@ MODEL_CONFIG = "ModelConfig"
 STEP_ANNOTATIONS = (ANNOTATION_LAUNCH, ANNOTATION_LAUNCHED_AT)
 
 
+# Bodies past this size are kept zlib-compressed: a waiting Monitor's status is mostly
+# repeated keys and prose, a third of its size compressed, and read once a check.
+COMPRESS_OVER = 512
+
+
 class Entry:
-    """One cached object: its resourceVersion, and its body as compact JSON."""
+    """One cached object: its resourceVersion, and its body as compact JSON (compressed
+    when large), without `managedFields`, which nothing here reads."""
 
     __slots__ = ("data", "version")
 
     def __init__(self, body: Body) -> None:
-        self.version = str((body.get("metadata") or {}).get("resourceVersion", ""))
-        self.data = json.dumps(body, separators=(",", ":")).encode()
+        meta = body.get("metadata") or {}
+        self.version = str(meta.get("resourceVersion", ""))
+        if "managedFields" in meta:
+            body = {**body, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+        data = json.dumps(body, separators=(",", ":")).encode()
+        self.data = zlib.compress(data, 1) if len(data) > COMPRESS_OVER else data
 
     def body(self) -> Body:
-        loaded: Body = json.loads(self.data)
+        data = self.data
+        # Compact JSON of an object starts with "{"; a zlib stream never does.
+        loaded: Body = json.loads(data if data[:1] == b"{" else zlib.decompress(data))
         return loaded
 
 

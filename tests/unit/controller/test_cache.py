@@ -238,3 +238,28 @@ async def test_a_resync_reads_past_a_cache_that_missed_the_result(
     assert status(api)["checks"] == 0, "from the cache alone nothing has happened"
     await reconciler.reconcile(NS, "build", fresh=True)
     assert status(api)["checks"] == 1 and len(reports(api)) == 1
+
+
+def test_a_cached_monitor_keeps_no_managed_fields_and_a_large_one_is_kept_compressed() -> None:
+    status = {"report": "Check 4: running, 12 of 27 modules built. " * 40}
+    body = {
+        "metadata": {
+            "name": "build",
+            "namespace": NS,
+            "resourceVersion": "7",
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+        },
+        "spec": {"task": "Finish the build."},
+        "status": status,
+    }
+    cache = WatchCache()
+    cache.put(MONITOR, copy.deepcopy(body))
+    kept = cache.get(MONITOR, NS, "build")
+    assert kept is not None and "managedFields" not in kept["metadata"]
+    assert kept["status"] == status and kept["metadata"]["resourceVersion"] == "7"
+    entry = cache._objects[MONITOR][(NS, "build")]
+    assert len(entry.data) < len(str(status)) / 4
+    # A small body is kept as it is.
+    cache.put(MONITOR, {"metadata": {"name": "tiny", "namespace": NS}})
+    assert cache._objects[MONITOR][(NS, "tiny")].data.startswith(b"{")
+    assert cache.get(MONITOR, NS, "tiny") == {"metadata": {"name": "tiny", "namespace": NS}}
