@@ -147,6 +147,7 @@ def test_chart_lints_clean(offline_helm: Helm) -> None:
         ("shards={a,Team-B}", "shards"),
         ("shards={a,default}", "shards"),
         ("shards={a,a}", "shards"),
+        ("shards={" + "a" * 41 + "}", "shards"),
     ],
 )
 def test_bad_values_fail_naming_the_field(helm: Helm, setting: str, field: str) -> None:
@@ -398,6 +399,8 @@ def test_each_shard_is_a_deployment_with_its_selector_and_lease(offline_helm: He
         env = env_of([deployment])
         assert env["GOALKEEPER_SHARD_SELECTOR"] == selector
         assert env["GOALKEEPER_LEASE_NAME"] == lease
+        # One shard keeps the ModelConfigs' statuses: the release's own.
+        assert env.get("GOALKEEPER_MODEL_CONFIG_STATUSES", "true") == str(pods == "default").lower()
     # No Deployment's pods match another's selector.
     for i, match in enumerate(selectors):
         for j, deployment in enumerate(deployments.values()):
@@ -411,6 +414,12 @@ def test_each_shard_is_a_deployment_with_its_selector_and_lease(offline_helm: He
     for deployment in deployments.values():
         labels = deployment["spec"]["template"]["metadata"]["labels"]
         assert service["spec"]["selector"].items() <= labels.items()
+    # A name too long for its Deployment fails, naming it, rather than be cut short.
+    long_release = "r" * 45
+    done = offline_helm(
+        "template", long_release, str(CHART), "--set", "shards={a2345}", check=False
+    )
+    assert done.returncode != 0 and '"a2345" makes a Deployment name longer' in done.stderr
     # Without shards the one Deployment keeps its selector and selects every Monitor.
     alone = offline_helm.render("-n", "goalkeeper-system")
     deployment = find(alone, "Deployment", "goalkeeper", "goalkeeper-system")

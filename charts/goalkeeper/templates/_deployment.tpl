@@ -8,7 +8,7 @@ Called with (dict "root" $ "shard" NAME).
 {{- with .root -}}
 {{- $fullname := include "goalkeeper.fullname" . -}}
 {{- $shards := .Values.shards | default list -}}
-{{- $name := ternary $fullname (printf "%s-shard-%s" $fullname $shard | trunc 63 | trimSuffix "-") (eq $shard "") -}}
+{{- $name := ternary $fullname (printf "%s-shard-%s" $fullname $shard) (eq $shard "") -}}
 {{- $podShard := "" -}}
 {{- $selector := "" -}}
 {{- if $shards -}}
@@ -118,6 +118,10 @@ spec:
             - {name: GOALKEEPER_METRICS_PORT, value: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled | toString | quote }}}
             {{- with $selector }}
             - {name: GOALKEEPER_SHARD_SELECTOR, value: {{ . | quote }}}
+            {{- end }}
+            {{- if ne $shard "" }}
+            # One shard keeps the ModelConfigs' statuses: the release's own.
+            - {name: GOALKEEPER_MODEL_CONFIG_STATUSES, value: "false"}
             {{- end }}
             - {name: GOALKEEPER_LEADER_ELECTION, value: {{ .Values.leaderElection.enabled | toString | quote }}}
             {{- if .Values.leaderElection.enabled }}

@@ -29,6 +29,7 @@ from goalkeeper.controller.api import (
     ApiError,
     Conflict,
     NotFound,
+    Transient,
     denied_permissions,
 )
 from goalkeeper.controller.settings import OperatorSettings
@@ -74,7 +75,13 @@ from goalkeeper.core.models import (
 from goalkeeper.core.notices import SinkWants
 from goalkeeper.core.permissions import Author, Permission
 from goalkeeper.core.policy import Context
-from goalkeeper.core.steps import TERMINAL_PHASES, StepFacts, describe_errors, next_event
+from goalkeeper.core.steps import (
+    TERMINAL_PHASES,
+    StepFacts,
+    describe_errors,
+    may_still_be_made,
+    next_event,
+)
 
 log = logging.getLogger("goalkeeper.reconciler")
 # How long an access review of a ModelConfig's writer or reader is taken as answered.
@@ -217,8 +224,9 @@ class Reconciler:
         self.settings = settings
         self.policy = settings.policy()
         self.shard = settings.shard
-        # Monitors whose step history was listed from the API server, once, after a
-        # handover from another shard left it out of this one's watch.
+        # Monitors (uids) whose step history another shard launched, outside this one's
+        # watch: listed from the API server once, at the next prune, then kept in the cache.
+        self._histories_due: set[str] = set()
         self._histories_listed: set[str] = set()
         self.clock = clock
         self.wakes: Wakes = wakes or _NoWakes()
@@ -435,6 +443,8 @@ class Reconciler:
             return None
         if not self.shard.matches(monitor["metadata"].get("labels")):
             log.info("%s/%s: another shard's now (%s); let go", namespace, name, self.shard.text)
+            # Should it come back, the history the other shard adds is listed again.
+            self._histories_listed.discard(str(monitor["metadata"].get("uid")))
             return None
         return monitor
 
@@ -692,6 +702,12 @@ class Reconciler:
         assert step is not None
         name = manifests.step_name(meta["name"], meta["uid"], step.seq, step.kind)
         found = await self._get(self.api.get_step, namespace, name, fresh=fresh)
+        if found is None and self.shard and may_still_be_made(step, self.clock()):
+            raise Transient(
+                f"{step.kind} step {name} is recorded but not there yet: the shard that "
+                "recorded it may still be making it",
+                None,
+            )
         if found is None:
             return StepFacts(name, found=False)
         if not manifests.owned_by(found, meta["uid"]):
@@ -725,6 +741,15 @@ class Reconciler:
         if want == has:
             return step
         meta = step["metadata"]
+        # A cached copy may be stale: the monitor may have left this shard since, and a
+        # relabel then would take the step back from the shard it moved to.
+        current = await self._read_monitor(meta["namespace"], monitor["metadata"]["name"], True)
+        if current is None or current["metadata"].get("uid") != monitor["metadata"].get("uid"):
+            return step
+        want = manifests.shard_labels(current["metadata"].get("labels"), keys)
+        if want == has:
+            return step
+        self._histories_due.add(monitor["metadata"]["uid"])
         log.info("%s: adopting step %s from another shard", meta["namespace"], meta["name"])
         labels: dict[str, str | None] = {key: want.get(key) for key in keys}
         try:
@@ -1005,11 +1030,13 @@ class Reconciler:
         all the time deletes once every few checks instead of once per check."""
         meta = monitor["metadata"]
         history = await self.api.step_history(meta["namespace"], meta["name"], meta["uid"])
-        handed_over = self.shard and keep_seq > 1 and keep_seq - 1 not in history
-        if handed_over and meta["uid"] not in self._histories_listed:
-            # The step before this one is missing: launched by the shard this monitor came
-            # from, so outside this one's watch. Listed once, the cache keeps it from then on.
-            self._histories_listed.add(meta["uid"])
+        uid = meta["uid"]
+        # Adopted from another shard, or the step before this one is missing: launched by
+        # the shard it came from, outside this one's watch. Listed once, then cached.
+        handed_over = uid in self._histories_due or (keep_seq > 1 and keep_seq - 1 not in history)
+        if self.shard and handed_over and uid not in self._histories_listed:
+            self._histories_due.discard(uid)
+            self._histories_listed.add(uid)
             history = await self.api.step_history(
                 meta["namespace"], meta["name"], meta["uid"], fresh=True
             )

@@ -217,10 +217,15 @@ async def _run_kopf(
         else None
     )
     resync = asyncio.get_running_loop().create_task(queue.resync_forever())
-    statuses = asyncio.get_running_loop().create_task(
-        keep_config_statuses(
-            cache, kube, list_monitors=kube.list_monitors if settings.shardSelector else None
+    # Of several shards one keeps the ModelConfigs' statuses, from every shard's Monitors.
+    statuses = (
+        asyncio.get_running_loop().create_task(
+            keep_config_statuses(
+                cache, kube, list_monitors=kube.list_monitors if settings.shardSelector else None
+            )
         )
+        if settings.modelConfigStatuses
+        else None
     )
     # The sinks are known before the first decision, so none is made without its messages;
     # an API that does not answer soon is waited for in the background instead.
@@ -249,7 +254,8 @@ async def _run_kopf(
         )
     finally:
         resync.cancel()
-        statuses.cancel()
+        if statuses is not None:
+            statuses.cancel()
         listing.cancel()
         delivering.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -34,8 +34,8 @@ NOTIFY_SEND_PATTERN = r"^(stop|approval|health|report)(,(stop|approval|health|re
 ACT_EXTRA_VERBS_PATTERN = r"^((create|update|delete)(,(create|update|delete))*)?$"
 
 
-# The label that places a Monitor in a shard (docs/operations.md#shards); the chart's shards
-# select on it. A shard's selector may name other labels too, but none of goalkeeper's own.
+# The label that places a Monitor in a shard (docs/operations.md#shards), the only one a
+# shard selects on: its steps carry it, and a step pod carries no other label an author set.
 SHARD_LABEL = "goalkeeper.dev/shard"
 
 
@@ -208,10 +208,18 @@ class OperatorSettings(Model):
     shardSelector: str = Field(
         default="",
         description=(
-            "GOALKEEPER_SHARD_SELECTOR: a label selector for the Monitors this operator owns "
-            f"(for example `{SHARD_LABEL}=a`, or `{SHARD_LABEL} notin (a,b)` for the shard "
-            "that takes every Monitor no other shard names); their steps carry the same "
-            "labels. Empty: every Monitor."
+            "GOALKEEPER_SHARD_SELECTOR: a label selector on the label "
+            f"{SHARD_LABEL} for the Monitors this operator owns (for example "
+            f"`{SHARD_LABEL}=a`, or `{SHARD_LABEL} notin (a,b)` for the shard that takes "
+            "every Monitor no other shard names); their steps carry it. Empty: every Monitor."
+        ),
+    )
+    modelConfigStatuses: bool = Field(
+        default=True,
+        description=(
+            "GOALKEEPER_MODEL_CONFIG_STATUSES: this operator keeps the ModelConfigs' statuses. "
+            "Of several shards only one does (the chart: the release's own), counting every "
+            "shard's Monitors."
         ),
     )
     leaderElection: bool = Field(
@@ -260,9 +268,9 @@ class OperatorSettings(Model):
             parsed = selectors.parse(value)
         except selectors.SelectorError as error:
             raise ValueError(f"not a label selector: {error}") from None
-        own = [k for k in parsed.keys if k.startswith("goalkeeper.dev/") and k != SHARD_LABEL]
-        if own:
-            raise ValueError(f"may not select on goalkeeper's own step labels ({', '.join(own)})")
+        other = [key for key in parsed.keys if key != SHARD_LABEL]
+        if other:
+            raise ValueError(f"may select on {SHARD_LABEL} only, not {', '.join(other)}")
         return parsed.text
 
     @property
@@ -360,6 +368,7 @@ _FIELDS = {
     "metricsPort": "METRICS_PORT",
     "listenAddress": "LISTEN_ADDRESS",
     "shardSelector": "SHARD_SELECTOR",
+    "modelConfigStatuses": "MODEL_CONFIG_STATUSES",
     "leaderElection": "LEADER_ELECTION",
     "leaseName": "LEASE_NAME",
     "leaseNamespace": "LEASE_NAMESPACE",

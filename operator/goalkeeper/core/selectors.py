@@ -75,7 +75,8 @@ def _split(text: str) -> list[str]:
 
 
 def _key(key: str) -> str:
-    if not KEY.match(key) or len(key.split("/")[-1]) > 63 or len(key) > 253 + 64:
+    prefix, _, name = key.rpartition("/")
+    if not KEY.match(key) or len(name) > 63 or len(prefix) > 253:
         raise SelectorError(f"{key!r} is not a label key")
     return key
 

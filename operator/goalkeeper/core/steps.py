@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -29,6 +29,7 @@ from goalkeeper.core.engine import (
 )
 from goalkeeper.core.facts import contradiction
 from goalkeeper.core.models import (
+    MUTATING_STEPS,
     ActionResult,
     AuthorityExtraction,
     MonitorState,
@@ -36,12 +37,16 @@ from goalkeeper.core.models import (
     MonitorStepStatus,
     Observation,
     StepErrorKind,
+    StepInFlight,
     StepKind,
     StepPhase,
     StepUsage,
 )
 
 NO_CONTROLS = Controls()
+# How long a recorded act or repair step that is not there yet is waited for, when the
+# monitor may have just come from another shard that recorded it and is still making it.
+HANDOVER_GRACE = timedelta(seconds=60)
 TERMINAL_PHASES = frozenset({StepPhase.Succeeded.value, StepPhase.Failed.value})
 
 
@@ -114,6 +119,13 @@ def next_event(
     if status.schedule is not None:
         return TimerDue() if now >= status.schedule.due_at else None
     return Started(None)
+
+
+def may_still_be_made(step: StepInFlight, now: datetime) -> bool:
+    """Whether a recorded step that was not found may still appear: an act or repair step
+    recorded less than HANDOVER_GRACE ago, which the shard that recorded it creates after
+    its status write. Declared vanished now, it could run beside a second action."""
+    return step.kind in MUTATING_STEPS and now - step.startedAt < HANDOVER_GRACE
 
 
 def controls_changed(status: MonitorStatus, controls: Controls) -> bool:

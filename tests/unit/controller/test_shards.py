@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from tests.support.fake_api import FakeApi
-from tests.support.observations import extraction, observation_dict
+from tests.support.observations import action, extraction, observation_dict
 from tests.unit.controller.test_reconciler import (
     NS,
     Clock,
@@ -21,12 +21,14 @@ from tests.unit.controller.test_reconciler import (
 from tests.unit.test_model_config import with_config
 
 from goalkeeper.controller import manifests
-from goalkeeper.controller.cache import MODEL_CONFIG, CachedApi, WatchCache
+from goalkeeper.controller.api import Transient
+from goalkeeper.controller.cache import MODEL_CONFIG, MONITOR, STEP, CachedApi, WatchCache
 from goalkeeper.controller.configs import refresh_config_statuses
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import SettingsError, load
 from goalkeeper.core import selectors
 from goalkeeper.core.selectors import SelectorError
+from goalkeeper.core.steps import HANDOVER_GRACE
 
 SHARD = "goalkeeper.dev/shard"
 
@@ -50,6 +52,7 @@ SHARD = "goalkeeper.dev/shard"
         (f"!{SHARD}", {SHARD: ""}, False),
         (SHARD, {SHARD: ""}, True),
         (f"team=pay,{SHARD} in (a)", {"team": "pay", SHARD: "a"}, True),
+        (f"{'p' * 253}/k=v", {f"{'p' * 253}/k": "v"}, True),
         (f"team=pay,{SHARD} in (a)", {"team": "ops", SHARD: "a"}, False),
     ],
 )
@@ -68,6 +71,7 @@ def test_a_selector_matches_as_the_api_server_does(
         ("bad key=a", "not a label key"),
         (f"{SHARD}={'x' * 64}", "at most 63"),
         (f"{SHARD}=a)", "closes nothing"),
+        (f"{'p' * 254}/k=v", "not a label key"),
     ],
 )
 def test_a_malformed_selector_is_refused_saying_where(selector: str, says: str) -> None:
@@ -81,9 +85,11 @@ def test_the_shard_setting_is_checked_at_start_naming_the_variable() -> None:
     )
     with pytest.raises(SettingsError, match=r"GOALKEEPER_SHARD_SELECTOR: .*not closed"):
         load({"GOALKEEPER_SHARD_SELECTOR": f"{SHARD} in (a"})
-    # Steps are found by goalkeeper's own labels; a shard cannot be cut along them.
-    with pytest.raises(SettingsError, match=r"goalkeeper\.dev/monitor"):
-        load({"GOALKEEPER_SHARD_SELECTOR": "goalkeeper.dev/monitor=build"})
+    # Only the shard label: steps are found by goalkeeper's own labels, and a step pod
+    # carries no other label a Monitor's author chose.
+    for other in ("goalkeeper.dev/monitor=build", f"team=pay,{SHARD}=a"):
+        with pytest.raises(SettingsError, match=r"goalkeeper\.dev/shard only"):
+            load({"GOALKEEPER_SHARD_SELECTOR": other})
 
 
 def labelled(api: FakeApi, labels: dict[str, str]) -> None:
@@ -201,3 +207,61 @@ async def test_a_shards_model_config_status_counts_every_shards_monitors() -> No
     assert written is not None
     assert written["status"]["monitorCount"] == 1
     assert written["status"]["monitors"][0]["monitor"] == "build"
+
+
+async def test_a_recorded_act_step_not_made_yet_is_waited_for_before_it_counts_as_vanished() -> (
+    None
+):
+    """Shard a records an act step, then the monitor moves before a creates the step: the
+    default shard must not call it vanished (and act again) while a may still make it."""
+    api, clock = new_api(), Clock()
+    labelled(api, {SHARD: "a"})
+    a = shard(api, f"{SHARD}=a", clock)
+    await a.reconcile(NS, "build")
+    finish(api, extraction())
+    await a.reconcile(NS, "build")
+    finish(api, observation_dict("act", work="idle", action=action()))
+    api.fail("create_step", Transient("reset", None))
+    with pytest.raises(Transient):
+        await a.reconcile(NS, "build")
+    recorded = status(api)
+    assert recorded["step"]["kind"] == "act", "recorded, not made"
+    labelled(api, {})
+    default = shard(api, f"{SHARD} notin (a)", clock)
+    with pytest.raises(Transient, match="may still be making it"):
+        await default.reconcile(NS, "build")
+    clock.now += HANDOVER_GRACE / 2
+    with pytest.raises(Transient):
+        await default.reconcile(NS, "build")
+    assert status(api) == recorded, "nothing decided while shard a may still make it"
+    # Past the grace nobody can be making it any more: it vanished, and is verified.
+    clock.now += HANDOVER_GRACE
+    await default.reconcile(NS, "build")
+    st = status(api)
+    assert st["lastAction"]["outcome"] == "failed" and st["step"]["kind"] == "observe"
+    assert not [s for s in api.all("MonitorStep") if s["spec"]["kind"] == "act"]
+
+
+async def test_a_shard_holding_a_stale_copy_does_not_take_the_step_back() -> None:
+    api, clock = new_api(), Clock()
+    labelled(api, {SHARD: "a"})
+    cache = WatchCache()
+    a = shard(CachedApi(api, cache), f"{SHARD}=a", clock)
+    await a.reconcile(NS, "build", fresh=True)
+    finish(api, extraction())
+    await a.reconcile(NS, "build", fresh=True)
+    observe = step_in_flight(api)
+    name = observe["metadata"]["name"]
+    # The monitor moved and shard b took the step; shard a's cache still shows it as a's.
+    stale = api.get("Monitor", NS, "build")
+    labelled(api, {SHARD: "b"})
+    await shard(api, f"{SHARD}=b", clock).reconcile(NS, "build")
+    moved = api.get("MonitorStep", NS, name)
+    assert moved is not None and moved["metadata"]["labels"][SHARD] == "b"
+    assert stale is not None
+    cache.put(MONITOR, {**stale, "metadata": {**stale["metadata"], "resourceVersion": "999999"}})
+    cache.drop(STEP, NS, name)
+    assert await a.reconcile(NS, "build") is not None  # decided from its stale copy
+    kept = api.get("MonitorStep", NS, name)
+    assert kept is not None and kept["metadata"]["labels"][SHARD] == "b"
+    assert api.count("label_step") == 1
