@@ -31,6 +31,7 @@ import urllib.error
 import urllib.request
 import weakref
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -512,4 +513,23 @@ class ControlPlane:
                     raise ControlPlaneError(f"CRDs not Established after {timeout} s: {pending}")
                 if pending:
                     time.sleep(0.2)
+            self._wait_served(docs, deadline)
         return names
+
+    def _wait_served(self, crds: list[dict[str, Any]], deadline: float) -> None:
+        """Wait until the API server serves a watch of each CRD: just after Established its
+        watch cache may still be initializing, and a watch is refused (429), which a
+        controller that starts then logs as a failed request. Each probe is a watch of one
+        second, the CRDs probed at once."""
+
+        def served(doc: dict[str, Any]) -> None:
+            spec = doc["spec"]
+            version = next(v["name"] for v in spec["versions"] if v.get("served", True))
+            path = f"/apis/{spec['group']}/{version}/{spec['names']['plural']}"
+            while self._get(f"{path}?watch=true&resourceVersion=0&timeoutSeconds=1")[0] == 429:
+                if time.monotonic() > deadline:
+                    raise ControlPlaneError(f"{path} still initializing after Established")
+                time.sleep(0.2)
+
+        with ThreadPoolExecutor(len(crds)) as pool:
+            list(pool.map(served, crds))
