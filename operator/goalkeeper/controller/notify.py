@@ -18,6 +18,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import contextvars
 import json
 import logging
 import time
@@ -445,7 +446,10 @@ class Notifier:
         if self._due.get(key, float("inf")) <= due:
             return
         self._due[key] = due
-        asyncio.get_running_loop().call_later(seconds, self._fire, key, due)
+        # Not the caller's context: from a kopf handler it holds the event's body.
+        asyncio.get_running_loop().call_later(
+            seconds, self._fire, key, due, context=contextvars.Context()
+        )
 
     def _fire(self, key: Key, due: float) -> None:
         if self._due.get(key) == due:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import re
@@ -237,7 +238,10 @@ class TargetWatches:
         stream = self._streams.get(skey)
         if stream is None:
             stream = self._streams[skey] = _Stream(skey)
-            stream.task = asyncio.get_running_loop().create_task(self._run(stream))
+            # Not the caller's context: from a kopf handler it holds the event's body.
+            stream.task = asyncio.get_running_loop().create_task(
+                self._run(stream), context=contextvars.Context()
+            )
         return stream
 
     def _close(self, stream: _Stream) -> None:

@@ -11,6 +11,7 @@ timer is not due costs no API request.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -116,7 +117,11 @@ class WorkQueue:
             self._fresh.add(key)
         worker = self._workers.get(key)
         if worker is None or worker.done():
-            self._workers[key] = asyncio.get_running_loop().create_task(self._work(key))
+            # A fresh context: a trigger from a kopf handler would carry its context (the
+            # event's whole body, in the handler's cause) into the task, and keep it.
+            self._workers[key] = asyncio.get_running_loop().create_task(
+                self._work(key), context=contextvars.Context()
+            )
 
     def observe(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
         """A Monitor as the watch shows it: trigger only when it needs a reconcile."""
@@ -215,7 +220,11 @@ class WorkQueue:
             return
         self._disarm(key)
         delay = max((next_check - self._clock()).total_seconds(), 0.0)
-        handle = asyncio.get_running_loop().call_later(delay, self.trigger, *key)
+        # Armed from a kopf handler, a timer would keep the handler's context, and with it
+        # the watch event's whole body, until it fires (a day, for a daily monitor).
+        handle = asyncio.get_running_loop().call_later(
+            delay, self.trigger, *key, context=contextvars.Context()
+        )
         self._timers[key] = (next_check, handle)
 
     def _disarm(self, key: Key) -> None:
