@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import gc
 import random
+import weakref
 from datetime import UTC, datetime, timedelta
 
 from goalkeeper.controller.api import Permanent, Transient
@@ -207,4 +210,33 @@ async def test_only_a_change_of_the_step_in_flight_triggers_a_reconcile() -> Non
     queue.step_changed("ns", "w", 5)
     await asyncio.sleep(0.05)
     assert reconciled == [("ns", "m"), ("ns", "w")]
+    await queue.close()
+
+
+class Cause:
+    """Stands for what a kopf handler's context holds: the event with its whole body."""
+
+
+async def test_a_timer_armed_from_a_handler_keeps_nothing_of_the_handlers_context() -> None:
+    async def reconcile(namespace: str, name: str, fresh: bool = False) -> MonitorStatus:
+        return MonitorStatus()
+
+    queue = WorkQueue(reconcile, resync_seconds=60, clock=lambda: T0)
+    handler_cause: contextvars.ContextVar[Cause] = contextvars.ContextVar("cause")
+    body = {
+        "metadata": {"resourceVersion": "5", "generation": 1},
+        "status": waiting(T0 + timedelta(days=1)).model_dump(mode="json"),
+    }
+    held = [Cause()]
+    alive = weakref.ref(held[0])
+
+    def handler() -> None:
+        handler_cause.set(held.pop())
+        queue.observe("ns", "m", body)  # arms the timer a day away
+        queue.trigger("ns", "other")  # and starts a worker
+
+    contextvars.copy_context().run(handler)
+    await asyncio.sleep(0)
+    gc.collect()
+    assert alive() is None, "the waiting monitor's timer keeps the handler's cause alive"
     await queue.close()
