@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench import check_path, idle, restart
+from bench import check_path, idle, restart, shards
 from bench.harness import Bench, BenchError, InvariantError, machine_header, say
 
 
@@ -28,6 +28,10 @@ class Plan:
     check_window: int  # accepted checks
     time_scale: float  # seconds in one everyMinutes minute
     restart_monitors: int
+    shard_idle: int  # waiting monitors per shard
+    shard_monitors: int  # checking monitors per shard
+    shard_window: int  # accepted checks
+    shard_moved: int  # monitors relabelled mid-window
 
 
 DEFAULT = Plan(
@@ -37,6 +41,10 @@ DEFAULT = Plan(
     check_window=500,
     time_scale=1.0,
     restart_monitors=1000,
+    shard_idle=10000,
+    shard_monitors=50,
+    shard_window=500,
+    shard_moved=100,
 )
 QUICK = Plan(
     # With 1,000 monitors the operator's list takes two pages (it lists 500 a page).
@@ -46,9 +54,13 @@ QUICK = Plan(
     check_window=60,
     time_scale=1.0,
     restart_monitors=50,
+    shard_idle=500,
+    shard_monitors=10,
+    shard_window=60,
+    shard_moved=10,
 )
 LARGE_IDLE = (50000,)
-PARTS = ("idle", "check", "restart", "model")
+PARTS = ("idle", "check", "restart", "model", "shards")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -79,6 +91,15 @@ def main(argv: list[str] | None = None) -> int:
             b, plan.check_monitors, plan.check_window, plan.time_scale
         ),
         "restart": lambda b: restart.run(b, plan.restart_monitors),
+        "shards": lambda b: shards.run(
+            b,
+            plan.shard_idle,
+            plan.idle_window_s,
+            plan.shard_monitors,
+            plan.shard_window,
+            plan.shard_moved,
+            plan.time_scale,
+        ),
     }
     chosen = [p for p in PARTS if not args.only or p in args.only]
     clustered = [p for p in chosen if p in parts]

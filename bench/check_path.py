@@ -20,6 +20,7 @@ it does for any monitor past its first checks.
 from __future__ import annotations
 
 import copy
+import json
 import multiprocessing
 import time
 from collections import defaultdict
@@ -27,6 +28,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from kubernetes import client
 
 from bench import invariants
 from bench.fake_step import FakeStep, result_status
@@ -64,6 +67,11 @@ WRITE_FLOORS = {
     ("patch", "monitorsteps"): 1,
 }
 PROBE_PAUSE_S = 0.1
+# A typical status: these monitors carry on alone after the window until each has made
+# STATUS_CHECKS checks; their statuses' size is held to STATUS_TYPICAL_BYTES.
+STATUS_MONITORS = 5
+STATUS_CHECKS = 100
+STATUS_TYPICAL_BYTES = 8 * 1024
 COMPONENTS = ("operator", "kube-apiserver", "etcd", "kube-controller-manager")
 
 
@@ -122,6 +130,8 @@ class CheckFigures:
     latency_b: list[float]
     floor_a: list[float]
     floor_b: list[float]
+    status_bytes: list[int]  # compact JSON, of the monitors that made STATUS_CHECKS checks
+    status_checks: list[int]
 
 
 def _latencies(
@@ -216,7 +226,8 @@ def measure(bench: Bench, monitors: int, checks: int, time_scale: float) -> Chec
             "every answered check accepted",
         )
         invariants.check("check path", bench.api, fake, audit)
-    latency_a, latency_b = _latencies(audit, namespace, fake, watch, start, end)
+        latency_a, latency_b = _latencies(audit, namespace, fake, watch, start, end)
+        status_bytes, status_checks = _typical_statuses(bench, namespace, names, fake, watch)
     requests = by_verb_and_resource(audit.operator_requests(start, end))
     audit.close()
     return CheckFigures(
@@ -229,7 +240,39 @@ def measure(bench: Bench, monitors: int, checks: int, time_scale: float) -> Chec
         latency_b=latency_b,
         floor_a=[create + patch for create, patch in floors],
         floor_b=[create for create, _ in floors],
+        status_bytes=status_bytes,
+        status_checks=status_checks,
     )
+
+
+def _span(values: list[int]) -> str:
+    low, high = min(values), max(values)
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def _typical_statuses(
+    bench: Bench, namespace: str, names: list[str], fake: FakeStep, watch: MonitorWatch
+) -> tuple[list[int], list[int]]:
+    """The other monitors deleted, the first few carry on to STATUS_CHECKS checks: their
+    statuses' sizes and checks, as the API server stores them."""
+    keep = names[:STATUS_MONITORS]
+    custom = client.CustomObjectsApi(bench.api)
+    for name in names[STATUS_MONITORS:]:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "monitors", name)
+    fake.release()
+    say(f"check path: {len(keep)} monitors carry on to {STATUS_CHECKS} checks each")
+    watch.wait_all(
+        keep,
+        lambda m: m.checks >= STATUS_CHECKS,
+        settle_timeout(len(keep) * STATUS_CHECKS),
+        f"{STATUS_CHECKS} checks",
+    )
+    statuses = [
+        custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "monitors", name)["status"]
+        for name in keep
+    ]
+    sizes = [len(json.dumps(status, separators=(",", ":"))) for status in statuses]
+    return sizes, [int(status["checks"]) for status in statuses]
 
 
 def _latency_row(name: str, measured: list[float], floor: list[float]) -> list[str]:
@@ -339,5 +382,18 @@ def run(bench: Bench, monitors: int, checks: int, time_scale: float) -> list[str
         "",
         "Floors: (a) one client's MonitorStep create + status patch round trips, (b) its "
         "create round trip, sampled every 0.1 s through the same window.",
+        "",
+        *table(
+            ["figure", "measured", "floor", "verdict"],
+            [
+                [
+                    f"Monitor status after {_span(f.status_checks)} checks, compact JSON "
+                    f"(the largest of {len(f.status_bytes)})",
+                    f"{max(f.status_bytes) / 1024:.1f} KiB",
+                    f"≤ {STATUS_TYPICAL_BYTES // 1024} KiB",
+                    verdict(max(f.status_bytes) <= STATUS_TYPICAL_BYTES),
+                ]
+            ],
+        ),
     ]
     return lines

@@ -430,8 +430,10 @@ class Operator:
     """`goalkeeper run` as its own process, under the operator's ServiceAccount, watching
     one namespace. The model is never called: the fake step answers every step."""
 
-    def __init__(self, bench: Bench, namespace: str, **settings: str) -> None:
+    def __init__(self, bench: Bench, namespace: str, name: str = "", **settings: str) -> None:
+        """`name` tells apart the logs of operators sharing a namespace (shards)."""
         self.bench = bench
+        self.name = name
         self.env = {
             **os.environ,
             "KUBECONFIG": str(bench.operator_kubeconfig),
@@ -456,7 +458,8 @@ class Operator:
 
     def start(self) -> Operator:
         self.starts += 1
-        log = self.bench.dir / f"operator-{self.namespace}-{self.starts}.log"
+        named = f"{self.namespace}-{self.name}" if self.name else self.namespace
+        log = self.bench.dir / f"operator-{named}-{self.starts}.log"
         self.started_at = time.time()
         self.process = procs.spawn(
             [str(Path(sys.executable).parent / "goalkeeper"), "run"], log=log, env=self.env
@@ -540,14 +543,19 @@ class Bench:
     def audit(self) -> AuditTail:
         return AuditTail(self.audit_log)
 
-    def operator(self, namespace: str, **settings: str) -> Operator:
-        return Operator(self, namespace, **settings)
+    def operator(self, namespace: str, name: str = "", **settings: str) -> Operator:
+        return Operator(self, namespace, name, **settings)
 
-    def create_monitors(self, namespace: str, names: list[str], every_minutes: int) -> None:
+    def create_monitors(
+        self,
+        namespace: str,
+        names: list[str],
+        every_minutes: int,
+        labels: dict[str, str] | None = None,
+    ) -> None:
         def create(custom: Any, name: str) -> None:
-            custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, "monitors", monitor_body(namespace, name, every_minutes)
-            )
+            body = monitor_body(namespace, name, every_minutes, labels)
+            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "monitors", body)
 
         in_parallel(self.kubeconfig, create, names)
 
@@ -556,11 +564,16 @@ def monitor_spec(every_minutes: int) -> dict[str, Any]:
     return {"task": TASK, "everyMinutes": every_minutes, "maxChecks": 1000}
 
 
-def monitor_body(namespace: str, name: str, every_minutes: int) -> dict[str, Any]:
+def monitor_body(
+    namespace: str, name: str, every_minutes: int, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = labels
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Monitor",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": meta,
         "spec": monitor_spec(every_minutes),
     }
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.support.observations import observation_dict
+from tests.support.observations import extraction, observation_dict
 
 from bench import invariants
 from bench.harness import (
@@ -41,8 +41,8 @@ from bench.harness import (
     verdict,
 )
 from goalkeeper.controller.manifests import GROUP, VERSION
-from goalkeeper.core.engine import ObservationAccepted, Started, decide
-from goalkeeper.core.models import MonitorSpec, MonitorStatus, Observation
+from goalkeeper.core.engine import AuthorityExtracted, ObservationAccepted, Started, decide
+from goalkeeper.core.models import AuthorityExtraction, MonitorSpec, MonitorStatus, Observation
 
 MIB = 2**20
 EVERY_MINUTES = 1440
@@ -71,8 +71,11 @@ class IdleFigures:
 
 def waiting_status(spec: MonitorSpec, generation: int, now: datetime) -> dict[str, Any]:
     """The status the engine writes for a new monitor whose first observation is an
-    accepted `wait`: launch, then accept."""
-    launched = decide(spec, MonitorStatus(), Started(generation), now).status
+    accepted `wait`: the task read (the standard reading of TASK), then the observation."""
+    reading = decide(spec, MonitorStatus(), Started(generation), now).status
+    assert reading.step is not None
+    read = AuthorityExtracted(reading.step.seq, AuthorityExtraction.model_validate(extraction()))
+    launched = decide(spec, reading, read, now).status
     assert launched.step is not None
     accepted = ObservationAccepted(
         launched.step.seq, Observation.model_validate(observation_dict("wait"))
@@ -86,9 +89,11 @@ def waiting_now(status: dict[str, Any]) -> bool:
     return datetime.fromisoformat(status["schedule"]["nextCheckAt"]) > datetime.now(UTC)
 
 
-def make_waiting(bench: Bench, namespace: str, names: list[str]) -> dict[str, str]:
-    """Create the monitors and write each one's waiting status (merge patch, admin); the
-    resourceVersion each is left at, by name."""
+def make_waiting(
+    bench: Bench, namespace: str, names: list[str], labels: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Create the monitors (with `labels`) and write each one's waiting status (merge
+    patch, admin); the resourceVersion each is left at, by name."""
     spec = MonitorSpec.model_validate(monitor_spec(EVERY_MINUTES))
     now = datetime.now(UTC)
     # Every monitor has the same spec, so its generation alone decides its status: the
@@ -97,7 +102,11 @@ def make_waiting(bench: Bench, namespace: str, names: list[str]) -> dict[str, st
 
     def make(custom: Any, name: str) -> tuple[str, str]:
         created = custom.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, "monitors", monitor_body(namespace, name, EVERY_MINUTES)
+            GROUP,
+            VERSION,
+            namespace,
+            "monitors",
+            monitor_body(namespace, name, EVERY_MINUTES, labels),
         )
         generation = created["metadata"]["generation"]
         if generation not in statuses:
