@@ -294,28 +294,23 @@ class KubeApi:
         )
 
     async def annotate_step(self, namespace: str, name: str, annotations: dict[str, str]) -> Body:
-        """Merge `annotations` into a MonitorStep's metadata (a merge patch of the object
-        itself, never its status: the step's pod owns that)."""
-        body = {"metadata": {"annotations": annotations}}
-        return await self._call(
-            f"annotate MonitorStep {namespace}/{name}",
-            lambda: self.custom.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                namespace,
-                "monitorsteps",
-                name,
-                body,
-                _content_type="application/merge-patch+json",
-                _preload_content=False,
-            ),
+        """Merge `annotations` into a MonitorStep's metadata."""
+        return await self._patch_step_metadata(
+            namespace, name, "annotate", {"annotations": annotations}
         )
 
     async def label_step(self, namespace: str, name: str, labels: dict[str, str | None]) -> Body:
-        """Set (None: remove) a MonitorStep's labels, a merge patch of the object itself."""
-        body = {"metadata": {"labels": labels}}
+        """Set (None: remove) a MonitorStep's labels."""
+        return await self._patch_step_metadata(namespace, name, "label", {"labels": labels})
+
+    async def _patch_step_metadata(
+        self, namespace: str, name: str, verb: str, metadata: Body
+    ) -> Body:
+        """A merge patch of a MonitorStep's metadata: of the object itself, never its status
+        (the step's pod owns that)."""
+        body = {"metadata": metadata}
         return await self._call(
-            f"label MonitorStep {namespace}/{name}",
+            f"{verb} MonitorStep {namespace}/{name}",
             lambda: self.custom.patch_namespaced_custom_object(
                 GROUP,
                 VERSION,

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from goalkeeper.controller.settings import OperatorSettings
+from goalkeeper.controller.settings import SHARD_LABEL, OperatorSettings
 from goalkeeper.core.engine import LaunchStep
 from goalkeeper.core.modelconfig import OPERATOR_SETTINGS, ModelChoice, model_string
 from goalkeeper.core.models import MUTATING_STEPS, MonitorStepSpec, StepKind
@@ -185,7 +185,8 @@ def step_job(
         settings.actorServiceAccount if kind in MUTATING_STEPS else settings.observerServiceAccount
     )
     labels = {
-        **shard_labels(meta.get("labels"), settings.shard.keys),
+        # The step carries its Monitor's shard label when the operator is sharded.
+        **shard_labels(meta.get("labels"), (SHARD_LABEL,)),
         LABEL_STEP: meta["name"],
         LABEL_MONITOR: meta["labels"][LABEL_MONITOR],
         LABEL_KIND: kind.value,
