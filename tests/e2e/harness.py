@@ -482,6 +482,11 @@ class Cluster:
         return status if status.get("monitor") == "stopped" else None
 
 
+def report_names(cluster: Cluster) -> list[str]:
+    """What each Report Event of the namespace reports, sorted: `check-1`, `check-2`, ..."""
+    return sorted(e.metadata.name.rsplit(".", 1)[-1] for e in cluster.events("Report"))
+
+
 def report_text(event: Any) -> str:
     """The full report a Report Event carries (its message is the one-line summary)."""
     return str((event.metadata.annotations or {}).get("goalkeeper.dev/report", ""))

@@ -25,6 +25,7 @@ from tests.e2e.harness import (
     Scenario,
     build_job,
     observation,
+    report_names,
     wait_until,
 )
 from tests.support.model_server import ModelServer
@@ -158,10 +159,6 @@ def waits_then_completes(cluster: Cluster, gate: Path) -> Callable[[Facts, int],
         )
 
     return observe
-
-
-def report_names(cluster: Cluster) -> list[str]:
-    return sorted(e.metadata.name.rsplit(".", 1)[-1] for e in cluster.events("Report"))
 
 
 def test_standby_takes_over_from_a_killed_leader_and_finishes_the_monitor(

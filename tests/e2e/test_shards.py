@@ -20,6 +20,7 @@ from tests.e2e.harness import (
     Scenario,
     build_job,
     observation,
+    report_names,
     wait_until,
 )
 from tests.support.model_server import ModelServer
@@ -67,10 +68,6 @@ def relabel(cluster: Cluster, shard: str) -> None:
     cluster.custom.patch_namespaced_custom_object(
         GROUP, VERSION, cluster.ns, "monitors", "build", patch
     )
-
-
-def report_names(cluster: Cluster) -> list[str]:
-    return sorted(e.metadata.name.rsplit(".", 1)[-1] for e in cluster.events("Report"))
 
 
 def test_a_monitor_relabelled_mid_step_is_finished_by_the_other_shard_once(
