@@ -231,8 +231,11 @@ def _ids_name_objects(
     for field in copied:
         if field in ("failureId", "targetStateId"):
             continue
-        # Any text but a quote or backslash around the name, so a grammar keeps it a string.
-        mentions = f'^[^"\\\\]*({either})[^"\\\\]*$'
+        # Any text but a quote or backslash around the name, so a grammar keeps it a string;
+        # bounded, as a pattern takes the place of maxLength: unbounded, a small model that
+        # never wrote a name was held in the string for thousands of tokens.
+        bound = TEXT_MAX.get(field, TEXT_DEFAULT_MAX)
+        mentions = f'^[^"\\\\]{{0,{bound}}}({either})[^"\\\\]{{0,{bound}}}$'
         shared = defs.get(f"{SHARED}{field}")
         found = [p for p, _ in targets if isinstance(p.get(field), dict)]
         if isinstance(shared, dict) and shared.get("type") == "string":

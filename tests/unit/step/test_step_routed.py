@@ -372,4 +372,6 @@ def test_a_text_an_answer_copied_must_then_mention_an_object_this_task_names() -
         assert not re.match(pattern, "api shows spec.maxReplicas 10.")
         assert not re.match(pattern, "pricingXconfig")  # a dot in a name means a dot
         assert not re.match(pattern, 'pricing-worker" ,"x')  # stays inside the string
+        # Bounded like any text: a model that never writes a name cannot run on.
+        assert not re.match(pattern, "the pods are fine " * 100 + "pricing-worker")
     assert "pattern" not in narrowed["$defs"]["Observation_observation"]
