@@ -101,7 +101,7 @@ def monitor_events(operator: OperatorProcess, latest: bool = False) -> int:
         text = path.read_text(errors="replace") if path.exists() else ""
     else:
         text = operator.logs()
-    return text.count("Handler 'on_monitor' succeeded.")
+    return text.count(": Monitor event ")
 
 
 def holds(

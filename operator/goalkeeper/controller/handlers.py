@@ -1,5 +1,6 @@
-"""kopf handlers: each cluster event updates the watch cache and names the Monitor it
-concerns. Thin by design.
+"""Watch handlers: each cluster event updates the watch cache and names the Monitor it
+concerns. Thin by design. Monitors come from the operator's own watch (`monitors`), every
+other kind through kopf.
 
 Only watch-event handlers are used: they need no finalizer (deleting a Monitor is never
 blocked) and write no kopf bookkeeping into the resources. What happened is worked out
@@ -29,7 +30,6 @@ log = logging.getLogger("goalkeeper.handlers")
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
-    kopf.on.event(GROUP, VERSION, "monitors", registry=registry)(on_monitor)
     kopf.on.event(GROUP, VERSION, "monitorsteps", registry=registry)(on_step)
     # The same label is also selected server-side (run.py): only step Jobs and pods come.
     ours = {LABEL_STEP: kopf.PRESENT}
@@ -51,18 +51,14 @@ def _track(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) 
     return False
 
 
-async def on_monitor(
-    *,
-    event: kopf.RawEvent,
-    body: kopf.Body,
-    name: str,
-    namespace: str | None,
-    memo: Any,
-    **_: Any,
-) -> None:
-    assert namespace is not None  # Monitors are namespaced
+def on_monitor(memo: Any, event: str, body: dict[str, Any]) -> None:
+    """One event of the operator's own watch of Monitors (`monitors.MonitorWatch`):
+    ADDED, MODIFIED, DELETED, or LISTED for an item of a list."""
+    meta = body.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    log.debug("%s/%s: Monitor event %s", namespace, name, event)
     queue: WorkQueue = memo.queue
-    if _track(memo.cache, MONITOR, event, body):
+    if event == "DELETED":
         # Garbage collection removes the steps, Jobs and pods; nothing more is reported.
         # A shard's watch shows a Monitor relabelled away the same way: the shard it went
         # to carries on from its status (a step in flight included).
@@ -70,12 +66,16 @@ async def on_monitor(
             log.info("%s/%s deleted, or moved to another shard: let go", namespace, name)
         else:
             log.info("%s/%s deleted: cancelled", namespace, name)
-        uid = body.get("metadata", {}).get("uid")
+        # A deletion found by a list after a gap names no uid: the cache's copy does.
+        known = memo.cache.get(MONITOR, namespace, name) or {}
+        uid = meta.get("uid") or (known.get("metadata") or {}).get("uid")
+        memo.cache.drop(MONITOR, namespace, name, body)
         memo.cache.forget_monitor(namespace, name, uid)
         memo.notifier.forget_monitor(str(uid))
         queue.forget(namespace, name)
         metrics.forget_monitor(namespace, name)
         return
+    memo.cache.put(MONITOR, body)
     queue.observe(namespace, name, body)
 
 

@@ -18,11 +18,12 @@ from kubernetes import client, config
 
 from goalkeeper.controller import metrics
 from goalkeeper.controller.api import API_THREADS, KubeApi
-from goalkeeper.controller.cache import CachedApi, WatchCache
+from goalkeeper.controller.cache import MONITOR, CachedApi, WatchCache
 from goalkeeper.controller.configs import keep_config_statuses
-from goalkeeper.controller.handlers import register
+from goalkeeper.controller.handlers import on_monitor, register
 from goalkeeper.controller.leader import LeaderElector, standby_health
 from goalkeeper.controller.manifests import GROUP, LABEL_STEP
+from goalkeeper.controller.monitors import KubeMonitorSource, MonitorWatch
 from goalkeeper.controller.notify import (
     ClusterNotifyApi,
     HttpDelivery,
@@ -75,8 +76,8 @@ def api_client() -> Any:
 
 
 def build_registry(shard: str = "") -> kopf.OperatorRegistry:
-    """The handlers and settings; `shard`, a label selector, narrows every watch of Monitors
-    and of their steps (MonitorSteps, Jobs, pods carry their monitor's labels) to it."""
+    """The handlers and settings; `shard`, a label selector, narrows every watch of the
+    Monitors' steps (MonitorSteps, Jobs, pods carry their monitor's labels) to it."""
     registry = kopf.OperatorRegistry()
     register(registry)
 
@@ -92,8 +93,7 @@ def build_registry(shard: str = "") -> kopf.OperatorRegistry:
         settings.watching.label_selectors["batch", "jobs"] = LABEL_STEP
         settings.watching.label_selectors["", "pods"] = LABEL_STEP
         if shard:
-            for resource in ((GROUP, "monitors"), (GROUP, "monitorsteps")):
-                settings.watching.label_selectors[resource] = shard
+            settings.watching.label_selectors[GROUP, "monitorsteps"] = shard
             # Joined with the step label above: kopf ANDs every selector of a resource.
             settings.watching.label_selectors["batch", "jobs"] = f"{LABEL_STEP},{shard}"
             settings.watching.label_selectors["", "pods"] = f"{LABEL_STEP},{shard}"
@@ -235,24 +235,35 @@ async def _run_kopf(
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(listing), SINK_LIST_WAIT_SECONDS)
     delivering = asyncio.get_running_loop().create_task(notifier.run())
+    memo = kopf.Memo(
+        queue=queue,
+        cache=cache,
+        leadership=leadership,
+        notifier=notifier,
+        shard=settings.shardSelector,
+    )
+    monitor_watch = MonitorWatch(
+        KubeMonitorSource(api, settings.shardSelector),
+        settings.namespaces,
+        functools.partial(on_monitor, memo),
+        known=lambda: cache.keys(MONITOR),
+    )
+    watching = asyncio.get_running_loop().create_task(monitor_watch.run())
     try:
         await kopf.operator(
             registry=build_registry(settings.shardSelector),
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
             standalone=True,
-            memo=kopf.Memo(
-                queue=queue,
-                cache=cache,
-                leadership=leadership,
-                notifier=notifier,
-                shard=settings.shardSelector,
-            ),
+            memo=memo,
             stop_flag=stop_flag,
             ready_flag=ready_flag,
             liveness_endpoint=liveness,
         )
     finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
         resync.cancel()
         if statuses is not None:
             statuses.cancel()

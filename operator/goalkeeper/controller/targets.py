@@ -126,7 +126,7 @@ class KubeSource:
                 log.debug("closing the watch of %s", key, exc_info=True)
 
 
-async def _in_thread(key: StreamKey, call: Callable[..., Any], *args: Any) -> Any:
+async def in_thread(key: StreamKey, call: Callable[..., Any], *args: Any) -> Any:
     """`call(*args)` in a thread of its own: a watch blocks its thread for minutes, and the
     loop's shared executor has only a few."""
     loop = asyncio.get_running_loop()
@@ -144,15 +144,15 @@ async def _in_thread(key: StreamKey, call: Callable[..., Any], *args: Any) -> An
         try:
             result = call(*args)
         except BaseException as error:  # handed to the awaiting task
-            _hand_over(loop, settle, None, error)
+            hand_over(loop, settle, None, error)
         else:
-            _hand_over(loop, settle, result, None)
+            hand_over(loop, settle, result, None)
 
     threading.Thread(target=run, name=f"watch-{key[1]}-{key[2]}", daemon=True).start()
     return await done
 
 
-def _hand_over(loop: asyncio.AbstractEventLoop, settle: Callable[..., None], *outcome: Any) -> None:
+def hand_over(loop: asyncio.AbstractEventLoop, settle: Callable[..., None], *outcome: Any) -> None:
     with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
         loop.call_soon_threadsafe(settle, *outcome)
 
@@ -255,9 +255,9 @@ class TargetWatches:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                version, items = await _in_thread(stream.key, self._source.list, stream.key)
+                version, items = await in_thread(stream.key, self._source.list, stream.key)
                 self._listed(stream, items)
-                await _in_thread(stream.key, self._follow, loop, stream, version)
+                await in_thread(stream.key, self._follow, loop, stream, version)
                 delay = RETRY_FIRST
             except asyncio.CancelledError:
                 raise
@@ -278,7 +278,7 @@ class TargetWatches:
                 continue
             name = str((obj.get("metadata") or {}).get("name") or "")
             state = wakes.GONE if kind == "DELETED" else wakes.material_state(obj)
-            _hand_over(loop, self._seen, stream, name, state)
+            hand_over(loop, self._seen, stream, name, state)
             if self._streams.get(stream.key) is not stream:
                 return
 

@@ -24,7 +24,7 @@ def test_no_handler_needs_kopfs_diff_of_a_body() -> None:
     registry = build_registry()
     assert not list(registry._changing.get_all_handlers())
     assert not list(registry._spawning.get_all_handlers())
-    assert len(list(registry._watching.get_all_handlers())) == 7
+    assert len(list(registry._watching.get_all_handlers())) == 6
 
 
 def test_bodies_are_not_copied_for_a_diff() -> None:
