@@ -21,10 +21,17 @@ from typing import Any, Protocol
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
 
 from goalkeeper.controller.manifests import GROUP, VERSION
-from goalkeeper.controller.targets import RETRY_CAP, RETRY_FIRST, Gone, hand_over, in_thread
+from goalkeeper.controller.targets import (
+    RETRY_CAP,
+    RETRY_FIRST,
+    Gone,
+    hand_over,
+    in_thread,
+    shut,
+    watch_events,
+)
 
 log = logging.getLogger("goalkeeper.monitors")
 
@@ -95,28 +102,13 @@ class KubeMonitorSource:
             raise
         self._open[namespace] = response
         try:
-            for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
-                if not line:
-                    continue
-                event = json.loads(line)
-                if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    if status.get("code") == 410:
-                        raise Gone(str(status.get("message") or "resourceVersion too old"))
-                    raise RuntimeError(f"watch error: {status.get('message') or status}")
-                yield event
+            yield from watch_events(response)
         finally:
             self._open.pop(namespace, None)
-            response.release_conn()
 
     def close(self, namespace: str) -> None:
         """Unblock the thread reading `namespace`'s watch."""
-        response = self._open.get(namespace)
-        if response is not None:
-            try:
-                response.shutdown()
-            except Exception:  # closing an already broken stream
-                log.debug("closing the watch of Monitors in %r", namespace, exc_info=True)
+        shut(self._open.get(namespace), f"Monitors in {namespace!r}")
 
 
 @dataclass

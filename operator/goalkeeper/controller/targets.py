@@ -102,28 +102,40 @@ class KubeSource:
         )
         self._open[key] = response
         try:
-            for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
-                if not line:
-                    continue
-                event = json.loads(line)
-                if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    if status.get("code") == 410:
-                        raise Gone(str(status.get("message") or "resourceVersion too old"))
-                    raise RuntimeError(f"watch error: {status.get('message') or status}")
-                yield event
+            yield from watch_events(response)
         finally:
             self._open.pop(key, None)
-            response.release_conn()
 
     def close(self, key: StreamKey) -> None:
         """Unblock the thread reading `key`'s watch."""
-        response = self._open.get(key)
-        if response is not None:
-            try:
-                response.shutdown()
-            except Exception:  # closing an already broken stream
-                log.debug("closing the watch of %s", key, exc_info=True)
+        shut(self._open.get(key), key)
+
+
+def watch_events(response: Any) -> Iterator[dict[str, Any]]:
+    """The events of a watch response; an ERROR event is raised, 410 as `Gone`."""
+    try:
+        for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+            if not line:
+                continue
+            event: dict[str, Any] = json.loads(line)
+            if event.get("type") == "ERROR":
+                status = event.get("object") or {}
+                if status.get("code") == 410:
+                    raise Gone(str(status.get("message") or "resourceVersion too old"))
+                raise RuntimeError(f"watch error: {status.get('message') or status}")
+            yield event
+    finally:
+        response.release_conn()
+
+
+def shut(response: Any, what: object) -> None:
+    """Unblock the thread reading a watch `response` (None: none open)."""
+    if response is None:
+        return
+    try:
+        response.shutdown()
+    except Exception:  # closing an already broken stream
+        log.debug("closing the watch of %s", what, exc_info=True)
 
 
 async def in_thread(key: StreamKey, call: Callable[..., Any], *args: Any) -> Any:
