@@ -50,6 +50,9 @@ class FakeStep:
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self._lock = threading.Lock()
+        # Results being written: `hold` returns once none is, so none lands after it.
+        self._writing = 0
+        self._written = threading.Condition(self._lock)
         self._holding = False
         self._steps: dict[str, dict[str, Any]] = {}  # name -> the MonitorStep as first seen
         self._pods: dict[str, StepPod] = {}  # step name -> the pod of its Job
@@ -87,9 +90,11 @@ class FakeStep:
             writer.join(15)
 
     def hold(self) -> None:
-        """From now on, steps are marked Running and their results kept back."""
+        """From now on, steps are marked Running and their results kept back; returns once
+        no result is still being written."""
         with self._lock:
             self._holding = True
+            self._written.wait_for(lambda: self._writing == 0, timeout=60)
 
     def release(self) -> None:
         """Write every result kept back, and answer new steps at once again."""
@@ -167,22 +172,26 @@ class FakeStep:
             try:
                 if stage == START:
                     self._patch(custom, name, running_status(started, pod))
+                with self._lock:
+                    if stage == START and self._holding:
+                        self._held.append((name, started))
+                        continue
+                    self._writing += 1
+                try:
+                    reading = name in self._readings
+                    self._patch(custom, name, result_status(pod, started, reading=reading))
+                    if not reading:
+                        with self._lock:
+                            self.answered[monitor] += 1
+                finally:
                     with self._lock:
-                        if self._holding:
-                            self._held.append((name, started))
-                            continue
-                reading = name in self._readings
-                self._patch(custom, name, result_status(pod, started, reading=reading))
-                if reading:
-                    continue
+                        self._writing -= 1
+                        self._written.notify_all()
             except ApiException as error:
                 with self._lock:
                     self.errors.append(
                         f"{name}: status write refused: {error.status} {error.reason}"
                     )
-                continue
-            with self._lock:
-                self.answered[monitor] += 1
 
     def _patch(self, custom: Any, name: str, status: dict[str, Any]) -> None:
         custom.patch_namespaced_custom_object_status(
