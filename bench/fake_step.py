@@ -90,8 +90,8 @@ class FakeStep:
             writer.join(15)
 
     def hold(self) -> None:
-        """From now on, steps are marked Running and their results kept back; returns once
-        no result is still being written."""
+        """From now on, observe steps are marked Running and their results kept back (a
+        reading of the task is still answered); returns once no result is being written."""
         with self._lock:
             self._holding = True
             self._written.wait_for(lambda: self._writing == 0, timeout=60)
@@ -169,16 +169,17 @@ class FakeStep:
             with self._lock:
                 pod = self._pods[name]
                 monitor = self._steps[name]["spec"]["monitor"]
+                reading = name in self._readings
             try:
                 if stage == START:
                     self._patch(custom, name, running_status(started, pod))
                 with self._lock:
-                    if stage == START and self._holding:
+                    # A reading of the task is never held: the check it leads to is.
+                    if stage == START and self._holding and not reading:
                         self._held.append((name, started))
                         continue
                     self._writing += 1
                 try:
-                    reading = name in self._readings
                     self._patch(custom, name, result_status(pod, started, reading=reading))
                     if not reading:
                         with self._lock:
