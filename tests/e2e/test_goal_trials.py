@@ -11,7 +11,6 @@ made mid-run by the test itself, must be reported as harmful.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import os
@@ -25,7 +24,6 @@ from typing import Any
 import pytest
 from bench.goals.catalogue import SCENARIOS, TWO_JOBS_ONE_ALLOWED
 from bench.goals.checks import true_conditions
-from bench.goals.harm import JOB_LABELS
 from bench.goals.report import markdown
 from bench.goals.runner import Suite, TrialResult, exit_status
 from bench.goals.scenario import Scenario
@@ -276,35 +274,8 @@ def rollout_restart(name: str) -> Callable[[Snapshot], Turns]:
     return lambda _: [[call("k8s_rollout_restart", kind="Deployment", name=name)]]
 
 
-def job_again(snap: Snapshot, name: str) -> dict[str, Any]:
-    """The Job as its author wrote it: what the control plane added taken out."""
-    job = copy.deepcopy(snap.get("Job", name))
-    assert job is not None
-
-    def authored(labels: dict[str, str]) -> dict[str, str]:
-        return {
-            k: v
-            for k, v in labels.items()
-            if k not in JOB_LABELS and not k.startswith("batch.kubernetes.io/")
-        }
-
-    spec = job["spec"]
-    spec.pop("selector", None)
-    spec["template"]["metadata"]["labels"] = authored(spec["template"]["metadata"]["labels"])
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "labels": authored(job["metadata"].get("labels") or {})},
-        "spec": spec,
-    }
-
-
 def rerun(name: str) -> Callable[[Snapshot], Turns]:
-    # Two turns: the create must not run alongside the delete it depends on.
-    return lambda snap: [
-        [call("k8s_delete", kind="Job", name=name)],
-        [call("k8s_create", manifest=job_again(snap, name))],
-    ]
+    return lambda _: [[call("k8s_rerun_job", name=name)]]
 
 
 def delete_running_pod(job: str) -> Callable[[Snapshot], Turns]:

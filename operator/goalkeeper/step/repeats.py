@@ -27,6 +27,7 @@ WRITE_TOOLS = frozenset(
         "k8s_replace",
         "k8s_patch",
         "k8s_delete",
+        "k8s_rerun_job",
         "k8s_scale",
         "k8s_rollout_restart",
         "run_command",

@@ -16,9 +16,11 @@ resolver and the command runner are injected, so the agent can be tested without
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -63,6 +65,19 @@ OFF_LIMITS = ("/proc", "/sys", "/var/run/secrets", "/run/secrets")
 FILE_CONTEXT_BYTES = 256 * 1024
 # A read from an offset could start inside a credential, past what marks it.
 RANGE_HEADERS = frozenset({"range", "if-range"})
+
+# Labels the Job controller stamps on a Job and its pod template when it makes the selector;
+# a Job created again gets new ones.
+JOB_CONTROLLER_LABELS = frozenset(
+    {
+        "controller-uid",
+        "job-name",
+        "batch.kubernetes.io/controller-uid",
+        "batch.kubernetes.io/job-name",
+    }
+)
+# How long a re-run waits for the deleted Job's name to be free (its finalizers to finish).
+RERUN_WAIT_SECONDS = 60.0
 
 # apiVersion for common kinds, so the model may omit it.
 COMMON_KINDS: dict[str, str] = {
@@ -142,6 +157,7 @@ _TOOL_VERBS = {
     "k8s_create": ("create",),
     "k8s_replace": ("update",),
     "k8s_delete": ("delete",),
+    "k8s_rerun_job": ("delete", "create"),
     "k8s_raw PATCH": ("patch",),
     "k8s_raw POST": ("create",),
     "k8s_raw PUT": ("update",),
@@ -184,6 +200,7 @@ class StepTools:
         runner: Runner = run_argv,
         resolver: egress.Resolver = egress.resolve,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -194,6 +211,7 @@ class StepTools:
         self.mutations = MutationSet(config.mutation_set, config.namespace)
         self.runner = runner
         self.clock = clock
+        self.sleep = sleep
         self.refusals: list[str] = []  # what was refused, for the audit trail and tests
 
     # --- helpers ---------------------------------------------------------------------------
@@ -776,12 +794,73 @@ class StepTools:
         def go() -> str:
             av = self._api_version(kind, api_version)
             bare, ns = self._split(name, namespace)
-            self._check_write("k8s_delete", self._object(av, kind, bare, ns))
+            target = self._object(av, kind, bare, ns)
+            if (target.plural, target.group) == ("jobs", "batch") and self.reruns_jobs():
+                # Seen: a Job deleted to re-run it, then created from memory and refused.
+                self.refusals.append(f"k8s_delete {self.mutations.label(target)}")
+                raise _Refused(
+                    f"{REFUSED} to re-run Job {bare}, call k8s_rerun_job: it deletes the Job and "
+                    "creates it again with the same spec in one call. Nothing was sent. (To "
+                    "delete a Job for good, send DELETE with k8s_raw.)"
+                )
+            self._check_write("k8s_delete", target)
             obj = self._need_kube().delete(av, kind, bare, self._ns(ns))
             status = obj.get("status") if isinstance(obj, dict) else None
             return f"deleted {kind} {name} ({status or 'accepted'})"
 
         return self._call(f"k8s_delete {kind} {name}", go)
+
+    def k8s_rerun_job(self, name: str, namespace: str | None = None) -> str:
+        """Re-run a finished Job: delete it and create it again with exactly the same spec, in
+        one call. Use this to re-run a Job, never k8s_delete followed by k8s_create.
+
+        Args:
+            name: The Job name.
+            namespace: Defaults to the monitor's namespace.
+        """
+
+        def go() -> str:
+            bare, ns = self._split(name, namespace)
+            where = self._ns(ns)
+            self._check_write("k8s_rerun_job", self._object("batch/v1", "Job", bare, ns))
+            kube = self._need_kube()
+            job = kube.get("batch/v1", "Job", bare, where)
+            ended = job_ended(job)
+            if ended is None:
+                raise _ToolProblem(
+                    f"Job {bare} has not finished ({state_line(job) or 'no end condition'}); "
+                    "only a Job that succeeded or failed is re-run. Nothing was changed."
+                )
+            again = rerun_manifest(job)
+            kube.delete("batch/v1", "Job", bare, where)
+            created = self._create_when_free(again, where, f"Job {bare}")
+            uid = ((created or {}).get("metadata") or {}).get("uid", "?")
+            return (
+                f"re-ran Job {bare}: the {ended} Job was deleted and created again with the same "
+                f"spec (new uid {uid})"
+            )
+
+        return self._call(f"k8s_rerun_job {name}", go)
+
+    def reruns_jobs(self) -> bool:
+        return {"create", "delete"} <= set(self.config.extra_verbs)
+
+    def _create_when_free(self, manifest: dict[str, Any], namespace: str, what: str) -> Any:
+        """Create `manifest` once the name its deleted predecessor held is free."""
+        from goalkeeper.step.kube import KubeError
+
+        deadline = time.monotonic() + RERUN_WAIT_SECONDS
+        while True:
+            try:
+                return self._need_kube().create(manifest, namespace=namespace)
+            except KubeError as exc:
+                if exc.status == 409 and time.monotonic() < deadline:
+                    self.sleep(1.0)  # the deleted object is still finalizing
+                    continue
+                raise _ToolProblem(
+                    f"{what} was deleted but not created again: {exc}. Report outcome failed "
+                    "and say so."
+                ) from None
 
     def k8s_scale(
         self,
@@ -914,6 +993,50 @@ def _opened_path(fd: int, path: str) -> str:
         return os.path.realpath(path)
 
 
+def job_ended(job: Any) -> str | None:
+    """ "succeeded" or "failed" for a Job with that end condition; None while it has none."""
+    conditions = ((job or {}).get("status") or {}).get("conditions") or []
+    for condition in conditions:
+        if isinstance(condition, dict) and condition.get("status") == "True":
+            if condition.get("type") == "Complete":
+                return "succeeded"
+            if condition.get("type") == "Failed":
+                return "failed"
+    return None
+
+
+def rerun_manifest(job: dict[str, Any]) -> dict[str, Any]:
+    """What creates `job` again: its spec as stored, without the selector and labels the Job
+    controller made for the old one (kept when the author set them: `manualSelector`)."""
+    meta = job.get("metadata") or {}
+    spec = copy.deepcopy(job.get("spec") or {})
+    labels = dict(meta.get("labels") or {})
+    if not spec.get("manualSelector"):
+        spec.pop("selector", None)
+        labels = {k: v for k, v in labels.items() if k not in JOB_CONTROLLER_LABELS}
+        template_meta = (spec.get("template") or {}).get("metadata") or {}
+        if template_meta.get("labels"):
+            template_meta["labels"] = {
+                k: v for k, v in template_meta["labels"].items() if k not in JOB_CONTROLLER_LABELS
+            }
+    again: dict[str, Any] = {
+        "apiVersion": job.get("apiVersion") or "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": meta["name"], "namespace": meta.get("namespace")},
+        "spec": spec,
+    }
+    if labels:
+        again["metadata"]["labels"] = labels
+    annotations = {
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if not k.startswith("batch.kubernetes.io/")
+    }
+    if annotations:
+        again["metadata"]["annotations"] = annotations
+    return again
+
+
 def _group(api_version: str) -> str:
     return api_version.rpartition("/")[0] if "/" in api_version else ""
 
@@ -951,6 +1074,7 @@ ACT_TOOLS = (
     "k8s_replace",
     "k8s_patch",
     "k8s_delete",
+    "k8s_rerun_job",
     "k8s_scale",
     "k8s_rollout_restart",
     "http_request",
@@ -966,6 +1090,7 @@ def _toolset(tools: StepTools, methods: tuple[str, ...]) -> FunctionToolset[Any]
         "http_get": no_http,
         "http_request": no_http,
         "read_file": not tools.config.file_roots,
+        "k8s_rerun_job": not tools.reruns_jobs(),
     }
     for method in methods:
         if not unusable.get(method, False):

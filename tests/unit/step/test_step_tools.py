@@ -8,11 +8,13 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.support.step_fakes import FakeKube, config_map, deployment, pod, secret
 
 from goalkeeper.step.fence import RESULT_MAX_CHARS
+from goalkeeper.step.kube import KubeError
 from goalkeeper.step.redact import LAST_APPLIED, REDACTED, redact
 from goalkeeper.step.render import describe, patched_view
 from goalkeeper.step.tools import (
@@ -297,6 +299,8 @@ def test_toolsets() -> None:
         "k8s_rollout_restart",
         "http_request",
     }
+    opted_in = make(extra_verbs=("create", "delete"))
+    assert set(act_toolset(opted_in).tools) - set(act_toolset(bare).tools) == {"k8s_rerun_job"}
 
 
 # --- the mutation set -------------------------------------------------------------------
@@ -338,6 +342,105 @@ def test_by_default_an_act_step_only_patches_what_its_set_names(
     assert kube.writes() == []
     assert "spec.replicas is now 3" in tools.k8s_scale("Deployment", "web", 3)
     assert "patched" in tools.k8s_patch("ConfigMap", "c", {"data": {"a": "2"}})
+
+
+def failed_job(name: str = "export", *, ended: str = "Failed") -> dict[str, Any]:
+    """A Job as the API server stores it once it ended: selector and labels it added."""
+    uid = {"batch.kubernetes.io/controller-uid": "u-1", "controller-uid": "u-1"}
+    made = {**uid, "batch.kubernetes.io/job-name": name, "job-name": name}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "labels": {"team": "billing", **made},
+            "annotations": {"owner": "billing", "batch.kubernetes.io/job-tracking": ""},
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "selector": {"matchLabels": uid},
+            "template": {
+                "metadata": {"labels": {"app": "export", **made}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "export", "image": "example.invalid/export:5"}],
+                },
+            },
+        },
+        "status": {"failed": 1, "conditions": [{"type": ended, "status": "True"}]},
+    }
+
+
+class FinalizingKube(FakeKube):
+    """A deleted object keeps its name for `busy` create attempts, as one with finalizers."""
+
+    def __init__(self, objects: list[dict[str, Any]], busy: int) -> None:
+        super().__init__(objects)
+        self.busy = busy
+
+    def create(self, manifest: dict[str, Any], *, namespace: str | None) -> Any:
+        if self.busy:
+            self.busy -= 1
+            self.calls.append(("create", (manifest, namespace)))
+            raise KubeError(409, 'HTTP 409: AlreadyExists jobs "export" already exists')
+        return super().create(manifest, namespace=namespace)
+
+
+def test_rerun_job_creates_the_ended_job_again_from_its_stored_spec() -> None:
+    kube = FinalizingKube([failed_job()], busy=2)
+    slept: list[float] = []
+    tools = StepTools(
+        kube,
+        ToolConfig(
+            fence_id=FID, namespace="shop", mutation_set=("jobs/export",), extra_verbs=EVERY_VERB
+        ),
+        sleep=slept.append,
+    )
+    out = tools.k8s_rerun_job("export")
+    assert "re-ran Job export: the failed Job was deleted and created again" in out, out
+    sent = [call[0] for call in kube.writes() if call[0] in ("delete", "create")]
+    assert sent == ["delete", "create", "create", "create"]
+    assert slept == [1.0, 1.0]  # waited while the old name was still held
+    again = kube.objects[("Job", "shop", "export")]
+    assert again["metadata"]["labels"] == {"team": "billing"}
+    assert again["metadata"]["annotations"] == {"owner": "billing"}
+    assert "selector" not in again["spec"] and "status" not in again
+    assert again["spec"]["template"]["metadata"]["labels"] == {"app": "export"}
+    assert again["spec"]["template"]["spec"] == failed_job()["spec"]["template"]["spec"]
+
+
+def test_rerun_job_refuses_a_running_job_and_one_outside_the_set() -> None:
+    running = failed_job()
+    running["status"] = {"active": 1}
+    kube = FakeKube([running, failed_job("other")])
+    tools = act_tools(kube, "jobs/export")
+    assert tools.k8s_rerun_job("export").startswith("ERROR: Job export has not finished")
+    refused = tools.k8s_rerun_job("other")
+    assert refused.startswith("REFUSED: jobs/other is not in the action's mutation set"), refused
+    assert kube.writes() == []
+    # Without the opt-in to delete and create, the tool would only refuse: not offered.
+    patch_only = make(kube, mutation_set=("jobs/export",))
+    assert "k8s_rerun_job" not in act_toolset(patch_only).tools
+    assert patch_only.k8s_rerun_job("export").startswith("REFUSED: k8s_rerun_job would create")
+
+
+def test_a_job_is_not_deleted_alone_where_it_can_be_rerun() -> None:
+    kube = FakeKube([failed_job()])
+    tools = act_tools(kube, "jobs/export")
+    out = tools.k8s_delete("Job", "export")
+    assert out.startswith("REFUSED: to re-run Job export, call k8s_rerun_job"), out
+    assert kube.writes() == []
+    # for good, it goes through k8s_raw
+    tools.k8s_raw_write("/apis/batch/v1/namespaces/shop/jobs/export", "DELETE")
+    assert [call[0] for call in kube.writes()] == ["request"]
+    # where Jobs cannot be re-run, k8s_delete is only the verb check's
+    patch_only = make(kube, mutation_set=("jobs/export",))
+    assert patch_only.k8s_delete("Job", "export").startswith(
+        "REFUSED: k8s_delete would delete jobs/export"
+    )
 
 
 def test_writes_to_named_objects_go_through() -> None:
