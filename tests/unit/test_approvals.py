@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 from tests.support.engine_loop import Loop
-from tests.support.observations import observation, paid_observation
+from tests.support.observations import (
+    AUTHORIZED,
+    TASK,
+    contract,
+    observation,
+    paid_observation,
+)
 
 from goalkeeper.approvals import approval_body
 from goalkeeper.core.engine import (
@@ -253,3 +259,43 @@ def test_at_the_safety_limit_no_person_is_asked() -> None:
     loop.observe(paid_observation(10.0, 15.0))
     assert loop.status.approval is None and loop.status.stop is not None
     assert loop.status.stop.reason is StopReason.safetyLimit
+
+
+PRICED = (
+    f"{TASK} Each run of Job build rents a build farm for about 12 USD. Spending is capped "
+    "at 5 USD unless a person approves more."
+)
+
+
+def priced_act() -> Observation:
+    """An act on the resume the task prices, as the observation restates it: paid (the
+    price names the build, so both recorded actions are), no estimate."""
+    paid = [{**a, "paid": True} for a in AUTHORIZED]
+    ceiling = contract(costCeiling={"amount": 5, "currency": "USD"})
+    return observation("act", authorizedActions=paid, contract=ceiling)
+
+
+def test_a_paid_action_without_an_estimate_asks_for_the_price_the_task_states() -> None:
+    """Seen from a small model: it asked for the priced resume with no estimate, and the
+    run stopped where the task said to ask for approval."""
+    loop = Loop(options={"approval_window": WINDOW}, task=PRICED)
+    loop.start()
+    assert [a.paid for a in loop.status.authorizedActions if a.id == "resume-build"] == [True]
+    effects = loop.observe(priced_act())
+    request = loop.status.approval
+    assert loop.status.stop is None and request is not None, effects
+    assert request.estimatedCost is not None and float(request.estimatedCost.amount) == 12
+    assert request.amount is not None and float(request.amount.amount) == 7
+    assert notes(effects, "ApprovalRequested")
+
+
+def test_a_rate_is_no_estimate_and_the_paid_action_stops() -> None:
+    loop = Loop(
+        options={"approval_window": WINDOW},
+        task=PRICED.replace("for about 12 USD", "at 12 USD per hour"),
+    )
+    loop.start()
+    loop.observe(priced_act())
+    assert loop.status.stop is not None and loop.status.approval is None
+    assert loop.status.stop.reason is StopReason.paidActionNotApproved
+    assert "no cost estimate" in loop.status.stop.message

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from tests.support.engine_loop import Loop
 from tests.support.observations import FIX, RESUME, TASK, action, extraction, observation
 
-from goalkeeper.core.authority import forbids, pin, sentences
+from goalkeeper.core.authority import forbids, pin, sentences, stated_price
 from goalkeeper.core.engine import AuthorityExtracted, LaunchStep, Started, StopMonitor
 from goalkeeper.core.models import (
     AuthorityExtraction,
+    AuthorizedAction,
     MonitorSpec,
     MonitorStatus,
     StepKind,
@@ -459,3 +460,19 @@ def test_an_object_a_standing_actions_words_name_with_its_kind_is_an_allowed_res
     )
     found["authorizedActions"][0]["quote"] = forbidding
     assert pinned(forbidding, found).contract.allowedResources == []
+
+
+def test_a_stated_price_is_one_amount_for_what_the_action_names_and_never_a_rate() -> None:
+    resume_encoder = AuthorizedAction(id="resume-transcode", description="Resume Job transcode.")
+
+    def price(task: str) -> tuple[float, str] | None:
+        spec = MonitorSpec(task=task, stopWhen="Stop when Job transcode has succeeded.")
+        found = stated_price(spec, resume_encoder)
+        return None if found is None else (float(found.amount), found.currency)
+
+    assert price("Each run of Job transcode rents an encoder for about 12 USD.") == (12, "USD")
+    assert price("A run of transcode costs $3.50.") == (3.5, "USD")
+    assert price("Job transcode rents an encoder at 12 USD per hour.") is None
+    assert price("Job transcode costs 12 USD, or 20 EUR abroad.") is None  # two amounts
+    assert price("Job report costs 12 USD a run.") is None  # priced, but not what it names
+    assert price("Spending on Job transcode is capped at 5 USD.") is None  # a limit, no price

@@ -700,28 +700,65 @@ def _ceiling_in_words(spec: MonitorSpec, grants: list[Grant]) -> Money | None:
     return Money(amount=amount, currency=currency)
 
 
-def _paid_by_their_price(
-    actions: list[AuthorizedAction], spec: MonitorSpec
-) -> list[AuthorizedAction]:
-    """The actions, each paid when the task or stop rule prices what it names ("each replica
-    of gpu-renderer rents a GPU at 9 USD per hour"): marking an action paid only narrows."""
-    priced = [
+# The amount and currency of a price: "$12", "12 USD", "about 3.50 eur".
+_PRICE_PARTS = re.compile(
+    r"\$\s*(\d[\d,]*(?:\.\d+)?)|\b(\d[\d,]*(?:\.\d+)?)\s*(usd|eur|gbp|dollars?)\b"
+)
+# A price over time ("9 USD per hour", "$2 a day") is a rate, not what one action costs.
+_RATE = re.compile(
+    r"\b(?:per|an?|each|every)\s+(?:second|minute|hour|day|week|month)\b|"
+    r"/\s*(?:h|hr|hour|d|day)\b|\b(?:hourly|daily|weekly|monthly)\b"
+)
+
+
+def _priced_sentences(spec: MonitorSpec) -> list[str]:
+    """The sentences of the task and stop rule that state a price, a spending limit apart."""
+    return [
         s
         for text in (spec.task, spec.stopWhen)
         for s in sentences(text)
         if _PRICE.search(_flat(s)) and not _CAP.search(_flat(s))
     ]
 
-    def names(text: str) -> set[str]:
-        # What a text names, without its kinds: "Job report" and "Job build" share no name.
-        return _significant(text) - _KIND_OF.keys()
 
+def _names(text: str) -> set[str]:
+    """What a text names, without its kinds: "Job report" and "Job build" share no name."""
+    return _significant(text) - _KIND_OF.keys()
+
+
+def _prices_it(action: AuthorizedAction, sentence: str) -> bool:
+    return bool(_names(f"{action.id} {action.description}") & _names(sentence))
+
+
+def _paid_by_their_price(
+    actions: list[AuthorizedAction], spec: MonitorSpec
+) -> list[AuthorizedAction]:
+    """The actions, each paid when the task or stop rule prices what it names ("each replica
+    of gpu-renderer rents a GPU at 9 USD per hour"): marking an action paid only narrows."""
+    priced = _priced_sentences(spec)
     return [
         a
-        if a.paid or not any(names(f"{a.id} {a.description}") & names(s) for s in priced)
+        if a.paid or not any(_prices_it(a, s) for s in priced)
         else a.model_copy(update={"paid": True})
         for a in actions
     ]
+
+
+def stated_price(spec: MonitorSpec, action: AuthorizedAction) -> Money | None:
+    """What the person's words say one run of `action` costs ("each run rents an encoder for
+    about 12 USD"): one amount, not a rate over time; None when they state none or several."""
+    found: set[tuple[float, str]] = set()
+    for sentence in _priced_sentences(spec):
+        flat = _flat(sentence)
+        if not _prices_it(action, sentence) or _RATE.search(flat):
+            continue
+        for dollars, amount, unit in _PRICE_PARTS.findall(flat):
+            currency = {"eur": "EUR", "gbp": "GBP"}.get(unit, "USD")
+            found.add((float((dollars or amount).replace(",", "")), currency))
+    if len(found) != 1:
+        return None
+    [(amount, currency)] = found
+    return Money(amount=amount, currency=currency)
 
 
 def _clip(text: str, limit: int = LIST_ENTRY_MAX) -> str:

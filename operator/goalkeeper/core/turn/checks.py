@@ -157,6 +157,7 @@ class Turn(Asking):
         )
 
     def route_act(self, observation: Observation, action: ActionRequest) -> None:
+        action = self.priced(action)
         refusal = self.refusal(observation, action)
         need = None
         if refusal is not None and refusal[0] is StopReason.paidActionNotApproved:
@@ -192,6 +193,20 @@ class Turn(Asking):
                 self.status.health.recoveredStall = self.status.health.fingerprint
             self.report(observation, next_action=action.action)
             self.launch_action(action)
+
+    def priced(self, action: ActionRequest) -> ActionRequest:
+        """`action` with the person's stated price as its estimate when it names a recorded
+        paid action and gives none: a paid action without one can be neither checked against
+        the ceiling nor approved."""
+        if action.estimatedCost is not None:
+            return action
+        recorded = next(
+            (a for a in self.status.authorizedActions if a.id == action.authorizedActionId), None
+        )
+        if recorded is None or not recorded.paid:
+            return action
+        price = authority.stated_price(self.spec, recorded)
+        return action if price is None else action.model_copy(update={"estimatedCost": price})
 
     def refusal(
         self, observation: Observation, action: ActionRequest
