@@ -28,10 +28,13 @@ def job(name: str = "build", *where: NamedIn, **numbers: Any) -> ObjectFacts:
     )
 
 
-def deployment(name: str = "web", **numbers: Any) -> ObjectFacts:
+def deployment(name: str = "web", *where: NamedIn, **numbers: Any) -> ObjectFacts:
     base = {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2}
     return ObjectFacts(
-        kind=FactKind.Deployment, name=name, namedIn=[NamedIn.stopWhen], **base | numbers
+        kind=FactKind.Deployment,
+        name=name,
+        namedIn=list(where or [NamedIn.stopWhen]),
+        **base | numbers,
     )
 
 
@@ -210,3 +213,27 @@ def test_goal_complete_is_refused_before_the_checks_the_stop_rule_asks_for() -> 
     assert contradiction(seen("stop", **DONE), [deployment()], stop, check=3) is None
     assert contradiction(seen("wait"), [deployment()], stop, check=1) is None
     assert stop_rule_checks("Stop after 2 checks, or 5 checks if it restarts.") is None
+
+
+def test_a_restart_of_a_workload_already_on_the_current_config_is_refused() -> None:
+    """Seen from a small model: after the restart, its next observation repeated the earlier
+    one's "started before ConfigMap pricing-config was last written" and asked again."""
+    restart = seen(
+        "act",
+        action=action(
+            kind="recover",
+            action="Restart Deployment pricing-worker (rollout restart).",
+            mutationSet=["deployments/pricing-worker"],
+        ),
+    )
+    fresh = deployment(
+        "pricing-worker", NamedIn.action, NamedIn.task, freshConfig=["pricing-config"]
+    )
+    refused = contradiction(restart, [fresh])
+    assert refused is not None and "restart of Deployment pricing-worker" in refused
+    stale = deployment(
+        "pricing-worker", NamedIn.action, NamedIn.task, staleConfig=["pricing-config"]
+    )
+    assert contradiction(restart, [stale]) is None
+    # Named by the task alone, not the action: nothing to refuse here.
+    assert contradiction(restart, [deployment("pricing-worker", freshConfig=["x"])]) is None

@@ -11,7 +11,9 @@ the claim cannot be true in, so a correct observation is never refused for a gue
 - work `idle` while such a Job runs; work `running` while every such object is a Job that
   is suspended with nothing active;
 - an action but a repair on a Job of its mutation set that has succeeded, and an `advance`
-  (start, resume) on one that runs or has ended.
+  (start, resume) on one that runs or has ended;
+- a restart of a workload of its mutation set whose running pods all started after every
+  named ConfigMap they read was last written.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ def _rollout_short(fact: ObjectFacts) -> bool:
 # "2 available replicas", "3 ready pods": a count the stop rule names.
 _COUNT = re.compile(r"\b(\d+)\s+(?:available\s+|ready\s+|running\s+)?(?:replicas?|pods?)\b")
 
+
+# An action that restarts a workload's pods ("rollout restart", "Restart Deployment web").
+_RESTART = re.compile(r"\brestart")
 
 # "for 3 checks in a row", "2 consecutive checks": a number of checks the stop rule asks for.
 _CHECKS = re.compile(r"\b(\d+)\s+(?:consecutive\s+|more\s+|straight\s+)?checks?\b")
@@ -189,6 +194,15 @@ def contradiction(
     action = observation.action
     if action is None:
         return None
+    if _RESTART.search(action.action.casefold()):
+        for fact in facts:
+            if NamedIn.action in fact.namedIn and fact.freshConfig and not fact.staleConfig:
+                return (
+                    f"a restart of {fact.kind.value} {fact.name} contradicts what the step "
+                    f"read: its running pods started after ConfigMap "
+                    f"{', '.join(fact.freshConfig)} was last written, so they already run its "
+                    "current data."
+                )
     for fact in facts:
         if NamedIn.action not in fact.namedIn or fact.kind is not FactKind.Job:
             continue

@@ -1320,6 +1320,14 @@ class ObjectFacts(Model):
         description="Workloads: named ConfigMaps their pods read, written after the oldest "
         "running pod started.",
     )
+    freshConfig: Annotated[
+        list[Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]],
+        Field(max_length=8),
+    ] = Field(
+        default_factory=list,
+        description="Workloads: named ConfigMaps their pods read, last written before the "
+        "oldest running pod started.",
+    )
 
     @property
     def ref(self) -> str:

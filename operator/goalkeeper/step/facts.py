@@ -89,7 +89,8 @@ _WORKLOAD_KINDS = (FactKind.Deployment, FactKind.StatefulSet, FactKind.DaemonSet
 def _mark_stale_config(kube: Kube, namespace: str, found: list[dict[str, Any]]) -> None:
     """Give each named workload `staleConfig`: the named ConfigMaps its pods read that were
     written after its oldest running pod started (a pod reads them when it starts, so it
-    runs their earlier data). One pod listing per such workload."""
+    runs their earlier data), and `freshConfig`: those written before it. One pod listing
+    per such workload."""
     from goalkeeper.step.kube import KubeError
 
     written = {
@@ -118,6 +119,7 @@ def _mark_stale_config(kube: Kube, namespace: str, found: list[dict[str, Any]]) 
         oldest = min((t for t in started if t), default="")
         if oldest:
             item["staleConfig"] = sorted(n for n in reads if written[n] > oldest)
+            item["freshConfig"] = sorted(n for n in reads if n not in item["staleConfig"])
 
 
 def _last_written(obj: Mapping[str, Any]) -> str:
@@ -195,19 +197,27 @@ def _facts(obj: Mapping[str, Any]) -> ObjectFacts:
             "availableReplicas": _count(status.get("availableReplicas")),
             "updatedReplicas": _count(status.get("updatedReplicas")),
         }
-    if obj.get("staleConfig"):
-        numbers["staleConfig"] = list(obj["staleConfig"])
+    for field in ("staleConfig", "freshConfig"):
+        if obj.get(field):
+            numbers[field] = list(obj[field])
     return ObjectFacts(kind=kind, name=obj["metadata"]["name"], namedIn=obj["namedIn"], **numbers)
 
 
-def _stale_note(obj: Mapping[str, Any]) -> str:
+def _config_note(obj: Mapping[str, Any]) -> str:
     stale = [n for n in obj.get("staleConfig") or [] if isinstance(n, str)]
-    if not stale:
-        return ""
-    return (
-        f"; its running pods started before ConfigMap {', '.join(stale)} was last written, so "
-        "they run its earlier data"
-    )
+    fresh = [n for n in obj.get("freshConfig") or [] if isinstance(n, str)]
+    note = ""
+    if stale:
+        note += (
+            f"; its running pods started before ConfigMap {', '.join(stale)} was last written, "
+            "so they run its earlier data"
+        )
+    if fresh:
+        note += (
+            f"; its running pods started after ConfigMap {', '.join(fresh)} was last written, "
+            "so they run its current data"
+        )
+    return note
 
 
 def _count(value: Any) -> int:
@@ -222,7 +232,7 @@ def sheet(
     name)` renders it (the step's `k8s_get`: redacted, fenced). Empty when nothing was read."""
     objects = list(objects)
     lines = [
-        f"- {line}{_stale_note(obj)}"
+        f"- {line}{_config_note(obj)}"
         for obj in objects
         if obj.get("kind") != "ConfigMap" and (line := state_line(dict(obj)))
     ]

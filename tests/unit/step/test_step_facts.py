@@ -195,6 +195,11 @@ def test_a_workload_whose_pods_predate_the_named_config_they_read_is_marked_stal
         o for o in facts.read(kube, "shop", task=task, stop_when=stop) if o["kind"] == "Deployment"
     ]
     assert again["staleConfig"] == []
+    assert again["freshConfig"] == ["pricing-config"]
+    assert (
+        "its running pods started after ConfigMap pricing-config was last written, so they "
+        "run its current data" in facts.sheet([again])
+    )
 
 
 def test_a_config_map_mounted_whole_follows_its_changes_and_is_never_stale() -> None:
