@@ -198,6 +198,36 @@ def pod(
     }
 
 
+def failed_job(name: str = "export", *, ended: str = "Failed") -> dict[str, Any]:
+    """A Job as the API server stores it once it ended: selector and labels it added."""
+    uid = {"batch.kubernetes.io/controller-uid": "u-1", "controller-uid": "u-1"}
+    made = {**uid, "batch.kubernetes.io/job-name": name, "job-name": name}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "labels": {"team": "billing", **made},
+            "annotations": {"owner": "billing", "batch.kubernetes.io/job-tracking": ""},
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "selector": {"matchLabels": uid},
+            "template": {
+                "metadata": {"labels": {"app": "export", **made}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "export", "image": "example.invalid/export:5"}],
+                },
+            },
+        },
+        "status": {"failed": 1, "conditions": [{"type": ended, "status": "True"}]},
+    }
+
+
 def step_input(kind: str = "observe", **overrides: Any) -> StepInput:
     body: dict[str, Any] = {
         "kind": kind,
@@ -222,6 +252,7 @@ __all__ = [
     "FakeKube",
     "config_map",
     "deployment",
+    "failed_job",
     "observation_dict",
     "pod",
     "secret",

@@ -24,10 +24,11 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from goalkeeper.core.facts import contradiction
+from goalkeeper.core.facts import action_names, contradiction
 from goalkeeper.core.models import (
     ActionResult,
     CostSource,
+    FactKind,
     ObjectFacts,
     Observation,
     Route,
@@ -381,6 +382,7 @@ async def run_act(
         namespace=tools.config.namespace,
         now=_now(clock),
         facts=facts.sheet(_named_objects(step_input, tools), tools.k8s_get),
+        rerun_jobs=_rerun_jobs(step_input, tools),
     )
     outcome = await run_agent(
         output_type=ActionResult,
@@ -393,6 +395,14 @@ async def run_act(
         log=log,
     )
     return with_refusals(outcome, tools.refusals)
+
+
+def _rerun_jobs(step_input: StepInput, tools: StepTools) -> list[str]:
+    """The Jobs of the action's mutation set that k8s_rerun_job may re-run."""
+    if step_input.action is None or not tools.reruns_jobs():
+        return []
+    named = action_names(step_input.action.mutationSet, tools.config.namespace)
+    return sorted(name for kind, name in named if kind is FactKind.Job)
 
 
 def with_refusals(outcome: StepOutcome, refusals: list[str]) -> StepOutcome:

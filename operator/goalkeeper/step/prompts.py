@@ -15,6 +15,7 @@ observation stays data, never the operator's own words.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -321,8 +322,16 @@ Observe the target now (read-only), then call final_result with your observation
 
 
 def act_user_prompt(
-    step: StepInput, *, fence_id: str, namespace: str, now: datetime, facts: str = ""
+    step: StepInput,
+    *,
+    fence_id: str,
+    namespace: str,
+    now: datetime,
+    facts: str = "",
+    rerun_jobs: Sequence[str] = (),
 ) -> str:
+    """The act step's user message; `rerun_jobs` are the Jobs of the mutation set that
+    k8s_rerun_job is offered for."""
     action = step.action
     if action is None:
         raise ValueError("an act step needs an action request")
@@ -334,6 +343,13 @@ def act_user_prompt(
     )
     why = f"Incomplete: {action.incomplete}\nEvidence: {action.evidence}"
     mutations = "\n".join(f"- {m}" for m in action.mutationSet) or "- (none named)"
+    if rerun_jobs:
+        # Seen: a small model deleted a Job to re-run it and wrote it again from memory.
+        mutations += "\n" + "\n".join(
+            f"To re-run Job {name} (delete it and create it again, same spec), call "
+            f"k8s_rerun_job with name {name}: one call does both."
+            for name in rerun_jobs
+        )
     return f"""\
 Fence id for this run: {fence_id}
 Monitor namespace (the default for Kubernetes tools): {namespace}

@@ -20,8 +20,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
-from tests.support.observations import AUTHORIZED, contract, observation_dict
-from tests.support.step_fakes import FakeKube, deployment, secret, step_input
+from tests.support.observations import AUTHORIZED, action, contract, observation_dict
+from tests.support.step_fakes import FakeKube, deployment, failed_job, secret, step_input
 
 from goalkeeper.core.models import (
     ActionResult,
@@ -292,6 +292,30 @@ async def test_act_scales_and_returns_an_action_result() -> None:
     user = str(first.parts[-1].content)
     assert "Scale Deployment web to 2 replicas." in user
     assert "- deployments/web" in user
+
+
+async def test_an_act_that_re_runs_a_job_is_told_the_one_call_that_does_it() -> None:
+    kube = FakeKube([failed_job()])
+    rerun = action(
+        action="Delete Job export and create it again with the same spec.",
+        mutationSet=["jobs/export"],
+    )
+    model, seen = scripted(
+        tool_call("k8s_rerun_job", name="export"),
+        final({"outcome": "succeeded", "evidence": "re-ran", "changed": ["jobs/export"]}),
+    )
+    opted_in = tools(kube, mutation_set=("jobs/export",), extra_verbs=("create", "delete"))
+    outcome = await run_act(step_input("act", action=rerun), model, opted_in)
+    assert outcome.ok, outcome.error
+    user = str(seen[0][0].parts[-1].content)
+    assert "call k8s_rerun_job with name export: one call does both" in user
+    assert [c[0] for c in kube.writes() if c[0] in ("delete", "create")] == ["delete", "create"]
+    # Without the opt-in nothing offers it, and the prompt does not name it.
+    model, seen = scripted(final({"outcome": "blocked", "evidence": "Not done."}))
+    await run_act(
+        step_input("act", action=rerun), model, tools(kube, mutation_set=("jobs/export",))
+    )
+    assert "k8s_rerun_job" not in str(seen[0][0].parts[-1].content)
 
 
 async def test_act_write_outside_the_mutation_set_is_refused_and_reported() -> None:

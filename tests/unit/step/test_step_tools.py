@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support.step_fakes import FakeKube, config_map, deployment, pod, secret
+from tests.support.step_fakes import (
+    FakeKube,
+    config_map,
+    deployment,
+    failed_job,
+    pod,
+    secret,
+)
 
 from goalkeeper.step.fence import RESULT_MAX_CHARS
 from goalkeeper.step.kube import KubeError
@@ -342,36 +349,6 @@ def test_by_default_an_act_step_only_patches_what_its_set_names(
     assert kube.writes() == []
     assert "spec.replicas is now 3" in tools.k8s_scale("Deployment", "web", 3)
     assert "patched" in tools.k8s_patch("ConfigMap", "c", {"data": {"a": "2"}})
-
-
-def failed_job(name: str = "export", *, ended: str = "Failed") -> dict[str, Any]:
-    """A Job as the API server stores it once it ended: selector and labels it added."""
-    uid = {"batch.kubernetes.io/controller-uid": "u-1", "controller-uid": "u-1"}
-    made = {**uid, "batch.kubernetes.io/job-name": name, "job-name": name}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "uid": "u-1",
-            "resourceVersion": "7",
-            "labels": {"team": "billing", **made},
-            "annotations": {"owner": "billing", "batch.kubernetes.io/job-tracking": ""},
-        },
-        "spec": {
-            "backoffLimit": 0,
-            "selector": {"matchLabels": uid},
-            "template": {
-                "metadata": {"labels": {"app": "export", **made}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "export", "image": "example.invalid/export:5"}],
-                },
-            },
-        },
-        "status": {"failed": 1, "conditions": [{"type": ended, "status": "True"}]},
-    }
 
 
 class FinalizingKube(FakeKube):
