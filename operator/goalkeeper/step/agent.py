@@ -397,11 +397,17 @@ async def run_act(
     return with_refusals(outcome, tools.refusals)
 
 
+# An action that asks for a Job to run again: "re-run", "recreate", "delete ... and create".
+_RERUN = re.compile(r"re-?run|recreat|\bdelet")
+
+
 def _rerun_jobs(step_input: StepInput, tools: StepTools) -> list[str]:
-    """The Jobs of the action's mutation set that k8s_rerun_job may re-run."""
-    if step_input.action is None or not tools.reruns_jobs():
+    """The Jobs of the action's mutation set that k8s_rerun_job may re-run, when the action
+    asks for one to run again (named for any other, a small model re-ran a suspended Job)."""
+    action = step_input.action
+    if action is None or not tools.reruns_jobs() or not _RERUN.search(action.action.casefold()):
         return []
-    named = action_names(step_input.action.mutationSet, tools.config.namespace)
+    named = action_names(action.mutationSet, tools.config.namespace)
     return sorted(name for kind, name in named if kind is FactKind.Job)
 
 

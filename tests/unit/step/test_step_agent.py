@@ -310,6 +310,13 @@ async def test_an_act_that_re_runs_a_job_is_told_the_one_call_that_does_it() -> 
     user = str(seen[0][0].parts[-1].content)
     assert "call k8s_rerun_job with name export: one call does both" in user
     assert [c[0] for c in kube.writes() if c[0] in ("delete", "create")] == ["delete", "create"]
+    # An action that does not ask for a re-run is not pointed at it.
+    resume = action(
+        action="Resume Job export: set spec.suspend to false.", mutationSet=["jobs/export"]
+    )
+    model, seen = scripted(final({"outcome": "blocked", "evidence": "Not done."}))
+    await run_act(step_input("act", action=resume), model, opted_in)
+    assert "k8s_rerun_job" not in str(seen[0][0].parts[-1].content)
     # Without the opt-in nothing offers it, and the prompt does not name it.
     model, seen = scripted(final({"outcome": "blocked", "evidence": "Not done."}))
     await run_act(
