@@ -1296,6 +1296,11 @@ class JobEnd(StrEnum):
 FACTS_MAX = 16
 
 
+ConfigMapNames = Annotated[
+    list[Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]], Field(max_length=8)
+]
+
+
 class ObjectFacts(Model):
     """The state of an object the task, the stop rule or the action names, read by the
     step's own code from the API server, never from the model's words."""
@@ -1312,18 +1317,12 @@ class ObjectFacts(Model):
     readyReplicas: Count | None = None
     availableReplicas: Count | None = None
     updatedReplicas: Count | None = None
-    staleConfig: Annotated[
-        list[Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]],
-        Field(max_length=8),
-    ] = Field(
+    staleConfig: ConfigMapNames = Field(
         default_factory=list,
         description="Workloads: named ConfigMaps their pods read, written after the oldest "
         "running pod started.",
     )
-    freshConfig: Annotated[
-        list[Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]],
-        Field(max_length=8),
-    ] = Field(
+    freshConfig: ConfigMapNames = Field(
         default_factory=list,
         description="Workloads: named ConfigMaps their pods read, last written before the "
         "oldest running pod started.",
