@@ -3,6 +3,7 @@ and the mutation set resolved through discovery."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -132,3 +133,55 @@ def test_the_mutation_set_is_matched_through_discovery(api_client: Any, namespac
     assert remaining["stray"].metadata.deletion_timestamp is None
     assert "build-x1" not in remaining or remaining["build-x1"].metadata.deletion_timestamp
     assert tools.refusals == ["k8s_delete pods/stray", "k8s_raw PATCH configmaps/other"]
+
+
+def test_a_failed_job_is_re_run_as_stored_and_an_unknown_field_is_refused(
+    api_client: Any, namespace: str
+) -> None:
+    from kubernetes import client
+
+    batch = client.BatchV1Api(api_client)
+    batch.create_namespaced_job(
+        namespace,
+        {
+            "metadata": {"name": "export", "labels": {"team": "billing"}},
+            "spec": {
+                "suspend": True,  # the Job controller starts no pod of its own
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "e", "image": "example.invalid/export:5"}],
+                    }
+                },
+            },
+        },
+    )
+    tools = make(api_client, namespace, "jobs/export")
+    # Not ended: nothing is deleted.
+    assert tools.k8s_rerun_job("export").startswith("ERROR: Job export has not finished")
+    old = batch.read_namespaced_job("export", namespace)
+    at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ended = {"status": "True", "reason": "BackoffLimitExceeded", "lastTransitionTime": at}
+    batch.patch_namespaced_job_status(
+        "export",
+        namespace,
+        {
+            "status": {
+                "startTime": at,
+                "failed": 1,
+                "conditions": [{"type": "FailureTarget", **ended}, {"type": "Failed", **ended}],
+            }
+        },
+    )
+    out = tools.k8s_rerun_job("export")
+    assert "re-ran Job export: the failed Job was deleted and created again" in out, out
+    again = batch.read_namespaced_job("export", namespace)
+    assert again.metadata.uid != old.metadata.uid
+    assert again.metadata.labels["team"] == "billing"
+    assert again.spec.template.spec.containers[0].image == "example.invalid/export:5"
+    assert not any(c.type == "Failed" for c in again.status.conditions or [])
+
+    # A field the object does not have is refused, not dropped with a warning.
+    refused = tools.k8s_patch("Job", "export", {"spec": {"maxReplicas": 3}})
+    assert "ERROR: Kubernetes API" in refused and "maxReplicas" in refused, refused

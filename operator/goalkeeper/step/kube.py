@@ -21,6 +21,9 @@ GROUP = "goalkeeper.dev"
 VERSION = "v1alpha1"
 STEP_PLURAL = "monitorsteps"
 FIELD_MANAGER = "goalkeeper-step"
+# The act tools' writes: a field the object does not have is an error, not dropped with a
+# warning (seen: a small model "set spec.maxReplicas" on a Deployment and reported success).
+WRITE_QUERY = {"fieldManager": FIELD_MANAGER, "fieldValidation": "Strict"}
 
 
 class KubeError(Exception):
@@ -231,7 +234,7 @@ class KubeBackend:
         return self.request_json(
             "PATCH",
             path,
-            query={"fieldManager": FIELD_MANAGER, "force": "true" if force else None},
+            query={**WRITE_QUERY, "force": "true" if force else None},
             body=manifest,
             content_type="application/apply-patch+yaml",
         )
@@ -242,7 +245,7 @@ class KubeBackend:
         path = self.path_for(
             str(manifest.get("apiVersion")), str(manifest.get("kind")), namespace=ns
         )
-        return self.request_json("POST", path, query={"fieldManager": FIELD_MANAGER}, body=manifest)
+        return self.request_json("POST", path, query=WRITE_QUERY, body=manifest)
 
     def replace(self, manifest: dict[str, Any], *, namespace: str | None) -> Any:
         meta = manifest.get("metadata") or {}
@@ -253,7 +256,7 @@ class KubeBackend:
             namespace=ns,
             name=str(meta.get("name")),
         )
-        return self.request_json("PUT", path, query={"fieldManager": FIELD_MANAGER}, body=manifest)
+        return self.request_json("PUT", path, query=WRITE_QUERY, body=manifest)
 
     def patch(
         self,
@@ -276,7 +279,7 @@ class KubeBackend:
             self.path_for(
                 api_version, kind, namespace=namespace, name=name, subresource=subresource
             ),
-            query={"fieldManager": FIELD_MANAGER},
+            query=WRITE_QUERY,
             body=patch,
             content_type=content_type,
         )
