@@ -310,6 +310,21 @@ def sound(
                 f"The answer repeats the worked example's {copied} word for word; that "
                 "example is about another target. Answer from this task's named objects."
             )
+        action = observation.action
+        own = " ".join([step_input.task, *(a.description for a in step_input.authorizedActions)])
+        borrowed = None if action is None else prompts.example_change_in(action.action, own)
+        if action is not None and borrowed is not None:
+            # Seen: "Set spec.maxReplicas=1 on Deployment pricing-worker" for a restart.
+            recorded = next(
+                (a for a in step_input.authorizedActions if a.id == action.authorizedActionId),
+                None,
+            )
+            what = f"'{recorded.description}'" if recorded else "one of the recorded actions"
+            raise ModelRetry(
+                f"The action names the worked example's {borrowed}, which this task never "
+                f"does; that example is about another target. The task allows {what}: "
+                "describe that change, on this task's objects."
+            )
     return against_facts(observation, step_input, tools)
 
 

@@ -178,6 +178,17 @@ _EXAMPLE_ANSWER = {
 }
 
 
+# The worked example's own change, in words no other target's action has.
+_EXAMPLE_TERMS = ("maxreplicas", "horizontalpodautoscaler")
+
+
+def example_change_in(action: str, own_words: str) -> str | None:
+    """The worked example's change (its field or kind) that `action` names and the task's
+    own words (`own_words`) never do; None when it names none of them."""
+    said, own = action.casefold(), own_words.casefold()
+    return next((t for t in _EXAMPLE_TERMS if t in said and t not in own), None)
+
+
 def copied_from_example(result: Any) -> str | None:
     """The field of an observation that repeats the worked example's answer word for word,
     or None. Compared with case and spacing aside."""

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from tests.support.model_server import Final, ModelServer
-from tests.support.observations import action, observation_dict
+from tests.support.observations import AUTHORIZED, action, observation_dict
 from tests.support.step_fakes import FakeKube, deployment, step_input
 from tests.unit.step.test_step_instructions import model
 
@@ -49,3 +49,27 @@ async def test_an_observation_that_repeats_the_worked_examples_answer_goes_back_
     # Without the example nothing is compared.
     server.script(Final(copied))
     assert (await run_observe(step_input(), model(server), tools)).ok
+
+
+async def test_an_action_that_borrows_the_worked_examples_field_is_told_the_recorded_one(
+    server: ModelServer,
+) -> None:
+    """Seen from a small model: "Set spec.maxReplicas=1 on Deployment pricing-worker" where
+    the task allowed a restart."""
+    borrowed = observation_dict(
+        "act", action=action(action="Set spec.maxReplicas=1 on Deployment web.")
+    )
+    own = observation_dict("act")
+    tools = StepTools(FakeKube([deployment()]), ToolConfig(fence_id="4444", namespace="shop"))
+    server.script(Final(borrowed), Final(own))
+    recorded = step_input(authorizedActions=AUTHORIZED)
+    found = await run_observe(recorded, model(server), tools, worked_example=True)
+    assert found.ok and found.result is not None
+    assert found.result["action"]["action"] == own["action"]["action"]
+    told = json.dumps(server.bodies[-1], ensure_ascii=False)
+    assert "The action names the worked example's maxreplicas" in told
+    assert "The task allows 'Resume the build Job from saved outputs.'" in told
+    # A task that names the field itself may act on it.
+    hpa = step_input(task="Raise maxReplicas of HorizontalPodAutoscaler web to 6.")
+    server.script(Final(borrowed))
+    assert (await run_observe(hpa, model(server), tools, worked_example=True)).ok
