@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from goalkeeper.core.facts import action_names, names_in
-from goalkeeper.core.models import FACTS_MAX, FactKind, JobEnd, NamedIn, ObjectFacts
+from goalkeeper.core.models import FACTS_MAX, FactKind, NamedIn, ObjectFacts
 from goalkeeper.step.render import state_line
-from goalkeeper.step.tools import Kube
+from goalkeeper.step.tools import Kube, job_end
 
 API_VERSIONS: dict[str, str] = {
     FactKind.Job: "batch/v1",
@@ -166,17 +166,12 @@ def _facts(obj: Mapping[str, Any]) -> ObjectFacts:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     numbers: dict[str, Any] = {}
     if kind is FactKind.Job:
-        ended = [
-            c.get("type")
-            for c in status.get("conditions") or []
-            if c.get("status") == "True" and c.get("type") in ("Complete", "Failed")
-        ]
         numbers = {
             "suspended": spec.get("suspend") is True,
             "active": _count(status.get("active")),
             "succeeded": _count(status.get("succeeded")),
             "failed": _count(status.get("failed")),
-            "ended": JobEnd(ended[0]) if ended else None,
+            "ended": job_end(obj),
         }
     elif kind is FactKind.CronJob:
         numbers = {

@@ -30,6 +30,7 @@ import httpx2
 import yaml
 from pydantic_ai.toolsets import FunctionToolset
 
+from goalkeeper.core.models import JobEnd
 from goalkeeper.step import egress
 from goalkeeper.step.fence import fenced_result
 from goalkeeper.step.mutations import Command, HttpCall, KubeObject, MutationSet, Write
@@ -76,6 +77,7 @@ JOB_CONTROLLER_LABELS = frozenset(
         "batch.kubernetes.io/job-name",
     }
 )
+_ENDED = {JobEnd.Complete: "succeeded", JobEnd.Failed: "failed"}
 # How long a re-run waits for the deleted Job's name to be free (its finalizers to finish).
 RERUN_WAIT_SECONDS = 60.0
 
@@ -825,7 +827,7 @@ class StepTools:
             self._check_write("k8s_rerun_job", self._object("batch/v1", "Job", bare, ns))
             kube = self._need_kube()
             job = kube.get("batch/v1", "Job", bare, where)
-            ended = job_ended(job)
+            ended = job_end(job)
             if ended is None:
                 raise _ToolProblem(
                     f"Job {bare} has not finished ({state_line(job) or 'no end condition'}); "
@@ -836,8 +838,8 @@ class StepTools:
             created = self._create_when_free(again, where, f"Job {bare}")
             uid = ((created or {}).get("metadata") or {}).get("uid", "?")
             return (
-                f"re-ran Job {bare}: the {ended} Job was deleted and created again with the same "
-                f"spec (new uid {uid})"
+                f"re-ran Job {bare}: the {_ENDED[ended]} Job was deleted and created again "
+                f"with the same spec (new uid {uid})"
             )
 
         return self._call(f"k8s_rerun_job {name}", go)
@@ -993,16 +995,17 @@ def _opened_path(fd: int, path: str) -> str:
         return os.path.realpath(path)
 
 
-def job_ended(job: Any) -> str | None:
-    """ "succeeded" or "failed" for a Job with that end condition; None while it has none."""
+def job_end(job: Any) -> JobEnd | None:
+    """A Job's end condition (Complete or Failed) when it holds one; None while it has none."""
     conditions = ((job or {}).get("status") or {}).get("conditions") or []
-    for condition in conditions:
-        if isinstance(condition, dict) and condition.get("status") == "True":
-            if condition.get("type") == "Complete":
-                return "succeeded"
-            if condition.get("type") == "Failed":
-                return "failed"
-    return None
+    ended = [
+        c.get("type")
+        for c in conditions
+        if isinstance(c, dict)
+        and c.get("status") == "True"
+        and c.get("type") in (JobEnd.Complete, JobEnd.Failed)
+    ]
+    return JobEnd(str(ended[0])) if ended else None
 
 
 def rerun_manifest(job: dict[str, Any]) -> dict[str, Any]:
