@@ -340,11 +340,16 @@ def _review_actions(
 # --- spend -----------------------------------------------------------------------------------
 
 
+def named_action(
+    recorded: Sequence[AuthorizedAction], action: ActionRequest
+) -> AuthorizedAction | None:
+    """The recorded authorized action whose id `action` names, if any."""
+    return next((a for a in recorded if a.id == action.authorizedActionId), None)
+
+
 def is_paid(status: MonitorStatus, action: ActionRequest) -> bool:
     """Paid when the request carries a cost or the recorded action it names is paid."""
-    covering = next(
-        (a for a in status.authorizedActions if a.id == action.authorizedActionId), None
-    )
+    covering = named_action(status.authorizedActions, action)
     return action.estimatedCost is not None or (covering is not None and covering.paid)
 
 

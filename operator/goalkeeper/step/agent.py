@@ -25,6 +25,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from goalkeeper.core.facts import action_names, contradiction
+from goalkeeper.core.guards import named_action
 from goalkeeper.core.models import (
     ActionResult,
     CostSource,
@@ -315,10 +316,7 @@ def sound(
         borrowed = None if action is None else prompts.example_change_in(action.action, own)
         if action is not None and borrowed is not None:
             # Seen: "Set spec.maxReplicas=1 on Deployment pricing-worker" for a restart.
-            recorded = next(
-                (a for a in step_input.authorizedActions if a.id == action.authorizedActionId),
-                None,
-            )
+            recorded = named_action(step_input.authorizedActions, action)
             what = f"'{recorded.description}'" if recorded else "one of the recorded actions"
             raise ModelRetry(
                 f"The action names the worked example's {borrowed}, which this task never "

@@ -200,9 +200,7 @@ class Turn(Asking):
         the ceiling nor approved."""
         if action.estimatedCost is not None:
             return action
-        recorded = next(
-            (a for a in self.status.authorizedActions if a.id == action.authorizedActionId), None
-        )
+        recorded = guards.named_action(self.status.authorizedActions, action)
         if recorded is None or not recorded.paid:
             return action
         price = authority.stated_price(self.spec, recorded)
