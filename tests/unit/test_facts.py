@@ -237,3 +237,20 @@ def test_a_restart_of_a_workload_already_on_the_current_config_is_refused() -> N
     assert contradiction(restart, [stale]) is None
     # Named by the task alone, not the action: nothing to refuse here.
     assert contradiction(restart, [deployment("pricing-worker", freshConfig=["x"])]) is None
+
+
+def test_a_stop_short_of_the_goal_is_refused_while_a_named_job_runs() -> None:
+    given_up = {"goal": "incomplete", "work": "blocked", "stopReason": "outsideAuthority"}
+    refused = contradiction(seen("stop", **given_up), [job(active=1)])
+    assert refused is not None and refused.startswith("route 'stop' contradicts")
+    assert "Job build" in refused and "route wait" in refused
+    # A Job that is held, ended, or still stopping its pods after a suspend runs no more.
+    for still in (
+        job(suspended=True),
+        job(failed=1, ended="Failed"),
+        job(suspended=True, active=1),
+        job("other", NamedIn.task, active=1, ended="Complete", succeeded=1),
+    ):
+        assert contradiction(seen("stop", **given_up), [still]) is None, still
+    # Waiting on it, or a goal met while it runs on, is another matter.
+    assert contradiction(seen("wait"), [job(active=1)]) is None

@@ -30,6 +30,7 @@ from goalkeeper.core.models import (
     ActionResult,
     CostSource,
     FactKind,
+    GoalState,
     ObjectFacts,
     Observation,
     Route,
@@ -260,8 +261,12 @@ async def run_observe(
     return outcome
 
 
-# A refusal by the facts of a goal or work state ("... goal 'complete' contradicts ...").
-REFUTED_CLAIM = re.compile(r"^Contradicted by the facts: (goal|work) '([a-z]+)' contradicts")
+# A refusal by the facts of a goal or work state ("... goal 'complete' contradicts ..."),
+# or of a stop (by the facts, or as given up before any action was tried).
+REFUTED_CLAIM = re.compile(
+    r"^(?:Contradicted by the facts: )?(goal|work|route) '([a-z]+)' (?:contradicts|with goal)",
+    re.IGNORECASE,
+)
 COPIED = re.compile(r"^The answer repeats the worked example's (\w+) ")
 
 
@@ -280,15 +285,22 @@ class Refusals:
     # The named objects' names, once an answer copied the example's ids
     id_names: list[str] = field(default_factory=list)
     copied: list[str] = field(default_factory=list)  # the fields an answer copied
+    asked_again: bool = False  # whether a stop before any action was asked about
 
     def check(self, observation: Observation) -> Any:
         try:
-            return sound(observation, self.step_input, self.tools, self.worked_example)
+            sound(observation, self.step_input, self.tools, self.worked_example)
+            given_up = None if self.asked_again else gives_up_untried(observation, self.step_input)
+            if given_up is not None:
+                # Asked once: a second stop stands.
+                self.asked_again = True
+                raise ModelRetry(given_up)
+            return observation
         except ModelRetry as refused:
             self.last = str(refused)
             claim = REFUTED_CLAIM.match(self.last)
             if claim is not None:
-                self.refuted.setdefault(claim.group(1), set()).add(claim.group(2))
+                self.refuted.setdefault(claim.group(1).lower(), set()).add(claim.group(2))
             copy = COPIED.match(self.last)
             if copy is not None:
                 read = _named_objects(self.step_input, self.tools)
@@ -326,6 +338,26 @@ def sound(
     return against_facts(observation, step_input, tools)
 
 
+def gives_up_untried(observation: Observation, step_input: StepInput) -> str | None:
+    """Why a stop short of the goal at a run's first check is asked again, while the task
+    authorizes actions none of which was tried; else None. Seen: a Deployment at 0 of the 2
+    replicas its task allowed, stopped `outsideAuthority` instead of scaled."""
+    if observation.route is not Route.stop or observation.goal is GoalState.complete:
+        return None
+    if step_input.previousObservation is not None or not step_input.authorizedActions:
+        return None
+    return (
+        f"Route 'stop' with goal '{observation.goal.value}' ends the run for good, before "
+        f"any action of the task was tried. The task authorizes these actions: "
+        f"{_listed(step_input)}. If one of them moves the goal forward, answer route act "
+        "with it; else route wait."
+    )
+
+
+def _listed(step_input: StepInput) -> str:
+    return "; ".join(f"{a.id} ({a.description.rstrip('.')})" for a in step_input.authorizedActions)
+
+
 def against_facts(observation: Observation, step_input: StepInput, tools: StepTools) -> Any:
     """`observation`, unless what the named objects hold now contradicts it: then the model
     is told which claim and why (the engine would refuse the answer for the same reason, as
@@ -337,12 +369,10 @@ def against_facts(observation: Observation, step_input: StepInput, tools: StepTo
         return observation
     hint = "Answer again from these facts."
     if step_input.authorizedActions and observation.route is not Route.act:
-        listed = "; ".join(
-            f"{a.id} ({a.description.rstrip('.')})" for a in step_input.authorizedActions
-        )
         hint += (
-            f" The task authorizes these actions: {listed}. If one of them moves the goal "
-            "forward, answer route act with it; else wait or stop, as the facts say."
+            f" The task authorizes these actions: {_listed(step_input)}. If one of them "
+            "moves the goal forward, answer route act with it; else wait or stop, as the "
+            "facts say."
         )
     raise ModelRetry(f"Contradicted by the facts: {found} {hint}")
 

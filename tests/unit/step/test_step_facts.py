@@ -244,3 +244,38 @@ async def test_an_answer_the_facts_refute_goes_back_to_the_model_with_the_author
     retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
     assert "goal 'complete' contradicts what the step read: Job report-gen is suspended" in retry
     assert "resume-build (Resume Job report-gen)." in retry and "route act" in retry
+
+
+GIVEN_UP = {"goal": "incomplete", "work": "blocked", "stopReason": "outsideAuthority"}
+SCALE = [{"id": "scale-web", "description": "Scale Deployment web to 2 replicas.", "paid": False}]
+
+
+async def test_a_first_check_that_stops_short_untried_is_asked_about_the_recorded_actions() -> None:
+    """Deployment web sits at 0 replicas and the task allows scaling it: a stop at the
+    run's first check is asked again, naming the action; the model's next answer stands."""
+    kube = FakeKube([deployment(replicas=0)])
+    scale = observation_dict("act", action=action(mutationSet=["deployments/web"]))
+    given = step_input(task="Scale Deployment web to 2 replicas.", authorizedActions=SCALE)
+    model, seen = scripted(final(observation_dict("stop", **GIVEN_UP)), final(scale))
+    outcome = await run_observe(given, model, tools(kube))
+    assert outcome.ok, outcome.error
+    assert outcome.result is not None and outcome.result["route"] == "act"
+    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
+    assert "Route 'stop' with goal 'incomplete' ends the run for good" in retry
+    assert "scale-web (Scale Deployment web to 2 replicas)" in retry
+
+    # Asked once: the same stop again stands.
+    model, seen = scripted(*[final(observation_dict("stop", **GIVEN_UP))] * 2)
+    outcome = await run_observe(given, model, tools(kube))
+    assert outcome.ok and outcome.result is not None and outcome.result["route"] == "stop"
+    assert len(seen) == 2
+
+
+async def test_a_stop_after_an_earlier_check_or_with_nothing_authorized_is_taken_at_once() -> None:
+    kube = FakeKube([deployment(replicas=0)])
+    later = step_input(authorizedActions=SCALE, previousObservation=observation_dict("wait"))
+    for given in (later, step_input()):
+        model, seen = scripted(final(observation_dict("stop", **GIVEN_UP)))
+        outcome = await run_observe(given, model, tools(kube))
+        assert outcome.ok and outcome.result is not None, outcome.error
+        assert outcome.result["route"] == "stop" and len(seen) == 1

@@ -317,6 +317,34 @@ async def test_after_the_facts_refute_complete_the_next_answer_cannot_say_it() -
     assert not admitted(CASES["stop, goal complete"], schemas[1])
 
 
+async def test_a_stop_refused_while_the_named_job_runs_leaves_the_grammar_for_the_step() -> None:
+    """Job report-gen runs: a stop short of the goal is refused within the step, and the
+    output tool of the next request admits no stop at all, only waiting or acting."""
+    from tests.support.step_fakes import FakeKube
+    from tests.unit.step.test_step_agent import tools
+    from tests.unit.step.test_step_facts import STOP, TASK, job
+
+    from goalkeeper.step.agent import run_observe
+
+    schemas: list[dict[str, Any]] = []
+    given_up = answer("stop", goal="incomplete", work="blocked", stopReason="outsideAuthority")
+    answers = [given_up, answer("wait")]
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        schemas.append(info.output_tools[0].parameters_json_schema)
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, answers.pop(0))])
+
+    running = job("report-gen", active=1)
+    found = await run_observe(
+        step_input(task=TASK, stopWhen=STOP), FunctionModel(model), tools(FakeKube([running])),
+        routed_output=True,
+    )  # fmt: skip
+    assert found.ok and found.result is not None and found.result["route"] == "wait"
+    assert admitted(given_up, schemas[0]) and not admitted(given_up, schemas[1])
+    assert not any(admitted(CASES[c], schemas[1]) for c in CASES if c.startswith("stop"))
+    assert admitted(CASES["wait, running"], schemas[1])
+
+
 def test_once_an_answer_copied_the_examples_ids_they_begin_with_a_named_object() -> None:
     narrowed = routed_schema(FLAT, ["restart-pricing-worker"], id_names=["pricing-worker"])
     for kind in ("AdvanceAction", "RecoveryAction"):
