@@ -239,7 +239,7 @@ def test_a_restart_of_a_workload_already_on_the_current_config_is_refused() -> N
     assert contradiction(restart, [deployment("pricing-worker", freshConfig=["x"])]) is None
 
 
-def test_a_stop_short_of_the_goal_is_refused_while_a_named_job_runs() -> None:
+def test_a_stop_outside_authority_is_refused_while_a_named_job_runs() -> None:
     given_up = {"goal": "incomplete", "work": "blocked", "stopReason": "outsideAuthority"}
     refused = contradiction(seen("stop", **given_up), [job(active=1)])
     assert refused is not None and refused.startswith("route 'stop' contradicts")
@@ -252,5 +252,8 @@ def test_a_stop_short_of_the_goal_is_refused_while_a_named_job_runs() -> None:
         job("other", NamedIn.task, active=1, ended="Complete", succeeded=1),
     ):
         assert contradiction(seen("stop", **given_up), [still]) is None, still
-    # Waiting on it, or a goal met while it runs on, is another matter.
+    # Waiting on it, or another reason to stop (a blocker, the user), is another matter.
     assert contradiction(seen("wait"), [job(active=1)]) is None
+    for reason in ("materialBlocker", "userRequested"):
+        stop = seen("stop", **given_up | {"stopReason": reason})
+        assert contradiction(stop, [job(active=1)]) is None, reason

@@ -29,7 +29,7 @@ from goalkeeper.core.models import (
     NamedIn,
     ObjectFacts,
     Observation,
-    Route,
+    ObservedStopReason,
     WorkState,
 )
 from goalkeeper.core.mutations import KubeTarget, parse_entry
@@ -175,14 +175,14 @@ def contradiction(
                     f"goal 'complete' contradicts what the step read: {describe(fact)}, and "
                     f"the stop rule asks for {wanted}."
                 )
-    if observation.route is Route.stop and observation.goal is not GoalState.complete:
+    if observation.stopReason is ObservedStopReason.outsideAuthority:
         for job in jobs:
             if job_runs(job):
-                # A Job that runs may still finish: ending the run now gives up on it.
+                # While it runs by itself, the goal needs no change yet, allowed or not.
                 return (
                     f"route 'stop' contradicts what the step read: {describe(job)}, so it "
-                    "still runs: route wait while it moves, or act when an action the task "
-                    "allows would help."
+                    "still runs and needs no change yet: route wait while it moves, or act "
+                    "when an action the task allows would help."
                 )
     if observation.work is WorkState.idle:
         for job in jobs:

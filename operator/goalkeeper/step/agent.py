@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic_ai import Agent, ModelRetry
+from pydantic_ai import Agent, ModelRetry, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
@@ -163,7 +163,7 @@ async def run_agent(
     model_settings: ModelSettings | None,
     log: StepLog | None,
     capability: AbstractCapability[Any] | None = None,
-    validate: Callable[[Any], Any] | None = None,
+    validate: Callable[..., Any] | None = None,
 ) -> StepOutcome:
     """One agent run to a validated `output_type`, with its usage; errors are explained.
     `validate` may refuse an answer with `ModelRetry`, which the model gets to correct
@@ -287,12 +287,13 @@ class Refusals:
     copied: list[str] = field(default_factory=list)  # the fields an answer copied
     asked_again: bool = False  # whether a stop before any action was asked about
 
-    def check(self, observation: Observation) -> Any:
+    def check(self, ctx: RunContext[Any], observation: Observation) -> Any:
         try:
             sound(observation, self.step_input, self.tools, self.worked_example)
-            given_up = None if self.asked_again else gives_up_untried(observation, self.step_input)
+            # Asked once, and only with a retry left: a second stop stands.
+            ask = not self.asked_again and not ctx.last_attempt
+            given_up = gives_up_untried(observation, self.step_input) if ask else None
             if given_up is not None:
-                # Asked once: a second stop stands.
                 self.asked_again = True
                 raise ModelRetry(given_up)
             return observation

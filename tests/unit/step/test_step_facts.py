@@ -13,7 +13,7 @@ from tests.unit.step.test_step_agent import FID, final, scripted, tools
 
 from goalkeeper.core.models import FactKind, JobEnd, NamedIn
 from goalkeeper.step import facts
-from goalkeeper.step.agent import run_act, run_observe
+from goalkeeper.step.agent import RunLimits, run_act, run_observe
 from goalkeeper.step.kube import KubeError
 
 
@@ -274,8 +274,14 @@ async def test_a_first_check_that_stops_short_untried_is_asked_about_the_recorde
 async def test_a_stop_after_an_earlier_check_or_with_nothing_authorized_is_taken_at_once() -> None:
     kube = FakeKube([deployment(replicas=0)])
     later = step_input(authorizedActions=SCALE, previousObservation=observation_dict("wait"))
-    for given in (later, step_input()):
+    first = step_input(authorizedActions=SCALE)
+    # The last: no retry left to ask with (GOALKEEPER_OUTPUT_RETRIES=0).
+    for given, limits in (
+        (later, None),
+        (step_input(), None),
+        (first, RunLimits(output_retries=0)),
+    ):
         model, seen = scripted(final(observation_dict("stop", **GIVEN_UP)))
-        outcome = await run_observe(given, model, tools(kube))
+        outcome = await run_observe(given, model, tools(kube), limits=limits)
         assert outcome.ok and outcome.result is not None, outcome.error
         assert outcome.result["route"] == "stop" and len(seen) == 1
