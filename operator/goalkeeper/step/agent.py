@@ -261,12 +261,8 @@ async def run_observe(
     return outcome
 
 
-# A refusal by the facts of a goal or work state ("... goal 'complete' contradicts ..."),
-# or of a stop (by the facts, or as given up before any action was tried).
-REFUTED_CLAIM = re.compile(
-    r"^(?:Contradicted by the facts: )?(goal|work|route) '([a-z]+)' (?:contradicts|with goal)",
-    re.IGNORECASE,
-)
+# A refusal by the facts of a goal or work state or a route ("... goal 'complete' contradicts").
+REFUTED_CLAIM = re.compile(r"^Contradicted by the facts: (goal|work|route) '([a-z]+)' contradicts")
 COPIED = re.compile(r"^The answer repeats the worked example's (\w+) ")
 
 
@@ -295,13 +291,14 @@ class Refusals:
             given_up = gives_up_untried(observation, self.step_input) if ask else None
             if given_up is not None:
                 self.asked_again = True
+                self.refuted.setdefault("route", set()).add(Route.stop.value)
                 raise ModelRetry(given_up)
             return observation
         except ModelRetry as refused:
             self.last = str(refused)
             claim = REFUTED_CLAIM.match(self.last)
             if claim is not None:
-                self.refuted.setdefault(claim.group(1).lower(), set()).add(claim.group(2))
+                self.refuted.setdefault(claim.group(1), set()).add(claim.group(2))
             copy = COPIED.match(self.last)
             if copy is not None:
                 read = _named_objects(self.step_input, self.tools)
