@@ -9,14 +9,19 @@ monitor costs its size in bytes, not the many times that of a tree of Python obj
 and every read hands out a copy nobody else holds. `CachedApi` answers the reconciler's reads
 from it and falls through to the API on a miss, so a cache that has not caught up yet
 (a watch still listing, an event in transit) costs one read and never a wrong answer
-about existence. Staleness is caught where it matters: a status write carries the
+about existence. At a start, a read of a step, Job or pod that misses first waits (a few
+seconds at most) for kopf's lists of those kinds to be in: Monitors come from their own
+watch, often listed sooner, and each resumed monitor would otherwise read its step, Job and
+pod from the API server. Staleness is caught where it matters: a status write carries the
 resourceVersion it was decided from, and a conflict drops the entry so the next read is
 fresh; every other effect is idempotent under its deterministic name.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 import zlib
 from collections import defaultdict
@@ -27,6 +32,8 @@ from goalkeeper.controller.api import Api, Conflict, NotFound
 from goalkeeper.controller.manifests import ANNOTATION_LAUNCH, ANNOTATION_LAUNCHED_AT
 from goalkeeper.core.permissions import Author, Permission
 
+log = logging.getLogger("goalkeeper.cache")
+
 Body = dict[str, Any]
 Key = tuple[str, str]
 
@@ -36,6 +43,12 @@ ACCOUNT_TTL = 300.0
 
 MONITOR, STEP, JOB, POD = "Monitor", "MonitorStep", "Job", "Pod"
 MODEL_CONFIG = "ModelConfig"
+# The kinds kopf lists at a start that a resumed monitor reads (handlers.register).
+LISTED_KINDS = (STEP, JOB, POD)
+# How long a read that misses one of them waits for those lists: they come in within
+# seconds; only a cluster with none of these objects at all never says so, and there a miss
+# is rare (a recorded step that was deleted).
+LISTS_WAIT = 5.0
 
 STEP_ANNOTATIONS = (ANNOTATION_LAUNCH, ANNOTATION_LAUNCHED_AT)
 
@@ -131,7 +144,12 @@ def slim_pod(pod: Body) -> Body:
 class WatchCache:
     """One entry per live object of ours, fed by the watches and by our own writes."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, listed: bool = True) -> None:
+        """`listed`: whether kopf's lists of `LISTED_KINDS` count as in already; the
+        operator starts with False and calls `lists_in` once they are."""
+        self._listed = asyncio.Event()
+        if listed:
+            self._listed.set()
         self._objects: dict[str, dict[Key, Entry]] = {
             MONITOR: {},
             STEP: {},
@@ -226,6 +244,20 @@ class WatchCache:
             for step in self._history.pop(uid, {}).values():
                 self._objects[STEP].pop((namespace, step), None)
 
+    def lists_in(self) -> None:
+        self._listed.set()
+
+    async def wait_for_lists(self) -> None:
+        """Return once kopf's lists of `LISTED_KINDS` are in, or after `LISTS_WAIT`."""
+        if self._listed.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._listed.wait(), LISTS_WAIT)
+        except TimeoutError:
+            if not self._listed.is_set():
+                log.info("no step, Job or pod listed in %.0f s: reading past the cache", LISTS_WAIT)
+                self._listed.set()
+
     # --- read by CachedApi ---
 
     def get(self, kind: str, namespace: str, name: str) -> Body | None:
@@ -277,6 +309,9 @@ class CachedApi:
     ) -> Body:
         if not fresh:
             cached = self.cache.get(kind, namespace, name)
+            if cached is None and kind in LISTED_KINDS:
+                await self.cache.wait_for_lists()
+                cached = self.cache.get(kind, namespace, name)
             if cached is not None:
                 return cached
         try:

@@ -2,9 +2,12 @@
 concerns. Thin by design. Monitors come from the operator's own watch (`monitors`), every
 other kind through kopf.
 
-Only watch-event handlers are used: they need no finalizer (deleting a Monitor is never
-blocked) and write no kopf bookkeeping into the resources. What happened is worked out
-by the reconcile from the current state (the cache), never from the event itself.
+Only watch-event and index handlers are used: they need no finalizer (deleting a Monitor is
+never blocked) and write no kopf bookkeeping into the resources. Steps, Jobs and pods are
+kept by index handlers, which kopf runs while it lists; it runs no other handler until
+every indexed list is in, so the first event handler called says the cache holds them all.
+What happened is worked out by the reconcile from the current state (the cache), never
+from the event itself.
 """
 
 from __future__ import annotations
@@ -30,14 +33,42 @@ log = logging.getLogger("goalkeeper.handlers")
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
+    kopf.index(GROUP, VERSION, "monitorsteps", registry=registry)(keep_step)
     kopf.on.event(GROUP, VERSION, "monitorsteps", registry=registry)(on_step)
     # The same label is also selected server-side (run.py): only step Jobs and pods come.
     ours = {LABEL_STEP: kopf.PRESENT}
+    kopf.index("batch", "v1", "jobs", labels=ours, registry=registry)(keep_job)
     kopf.on.event("batch", "v1", "jobs", labels=ours, registry=registry)(on_job)
+    kopf.index("", "v1", "pods", labels=ours, registry=registry)(keep_pod)
     kopf.on.event("", "v1", "pods", labels=ours, registry=registry)(on_pod)
     kopf.on.event(GROUP, VERSION, "monitorapprovals", registry=registry)(on_approval)
     kopf.on.event(GROUP, VERSION, "modelconfigs", registry=registry)(on_model_config)
     kopf.on.event(GROUP, VERSION, "notificationsinks", registry=registry)(on_sink)
+
+
+def keep_step(body: kopf.Body, memo: Any, **_: Any) -> None:
+    # Index nothing: the cache is the index (returning None keeps kopf's own empty).
+    memo.cache.put(STEP, dict(body))
+
+
+def keep_job(body: kopf.Body, memo: Any, **_: Any) -> None:
+    memo.cache.put(JOB, dict(body))
+
+
+def keep_pod(body: kopf.Body, memo: Any, **_: Any) -> None:
+    memo.cache.put(POD, dict(body))
+
+
+def _dropped(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) -> bool:
+    """Forget a deleted object (kopf runs no index handler for a deletion); True when it
+    was deleted. Called first in an event handler of an indexed kind: every list is in."""
+    cache.lists_in()
+    if event.get("type") != "DELETED":
+        return False
+    raw = dict(event.get("object") or body)
+    meta = raw.get("metadata") or {}
+    cache.drop(kind, str(meta.get("namespace")), str(meta.get("name")), raw)
+    return True
 
 
 def _track(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) -> bool:
@@ -82,7 +113,7 @@ def on_monitor(memo: Any, event: str, body: dict[str, Any]) -> None:
 async def on_step(
     *, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
 ) -> None:
-    deleted = _track(memo.cache, STEP, event, body)
+    deleted = _dropped(memo.cache, STEP, event, body)
     monitor = (body.get("spec") or {}).get("monitor")
     if namespace is None or not isinstance(monitor, str):
         return
@@ -94,7 +125,7 @@ async def on_step(
 async def on_job(
     *, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
 ) -> None:
-    deleted = _track(memo.cache, JOB, event, body)
+    deleted = _dropped(memo.cache, JOB, event, body)
     monitor = (body.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_MONITOR)
     if namespace is None or not isinstance(monitor, str):
         return
@@ -111,7 +142,7 @@ def _seq(body: kopf.Body) -> int | None:
 
 async def on_pod(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
     # Read when a result names its pod; nothing to reconcile on a pod's own change.
-    _track(memo.cache, POD, event, body)
+    _dropped(memo.cache, POD, event, body)
 
 
 async def on_approval(

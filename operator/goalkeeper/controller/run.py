@@ -175,7 +175,7 @@ async def _run_kopf(
     ready_flag: asyncio.Event | None,
     leadership: Callable[[], dict[str, Any]],
 ) -> None:
-    cache = WatchCache()
+    cache = WatchCache(listed=False)
     # A target change names its monitor, like any other trigger.
     watches = TargetWatches(KubeSource(api), lambda namespace, name: queue.trigger(namespace, name))
     cluster_spec = settings.cluster_sink()

@@ -4,6 +4,7 @@ batches."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from datetime import timedelta
 from typing import Any
@@ -13,6 +14,7 @@ from tests.support.fake_api import FakeApi
 from tests.support.observations import extraction, observation_dict
 from tests.unit.controller.test_reconciler import NS, Clock, finish, new_api, reports, status
 
+from goalkeeper.controller import cache as cache_module
 from goalkeeper.controller.api import Conflict
 from goalkeeper.controller.cache import (
     JOB,
@@ -108,6 +110,51 @@ async def test_a_check_reads_nothing_once_the_watches_have_delivered(
             "create_job",
         ], calls
     assert len(reports(api)) == 3
+
+
+def restarted(api: FakeApi, clock: Clock) -> tuple[WatchCache, Reconciler]:
+    """A started operator's cache: the Monitors are in (their own watch lists them first),
+    kopf's lists of steps, Jobs and pods not yet."""
+    cache = WatchCache(listed=False)
+    for (kind, _, _), body in api.objects.items():
+        if kind == "Monitor":
+            cache.put(MONITOR, copy.deepcopy(body))
+    return cache, cached_reconciler(api, cache, clock)
+
+
+async def test_a_resumed_check_waits_for_the_lists_and_reads_nothing(
+    api: FakeApi, cache: WatchCache
+) -> None:
+    clock = Clock()
+    watch(api, cache)
+    await read_the_task(api, cache, cached_reconciler(api, cache, clock))
+    finish(api, observation_dict("wait"))
+    resumed, reconciler = restarted(api, clock)
+    before = reads(api)
+    check = asyncio.get_running_loop().create_task(reconciler.reconcile(NS, "build"))
+    for _ in range(100):  # the fake API never blocks: a reconcile not waiting ends here
+        await asyncio.sleep(0)
+    assert not check.done(), "the resumed check waits for kopf's lists"
+    watch(api, resumed)
+    resumed.lists_in()
+    await check
+    assert status(api)["checks"] == 1 and len(reports(api)) == 1
+    assert reads(api) == before, api.calls
+
+
+async def test_with_nothing_listed_a_read_asks_the_api_server_after_the_wait(
+    api: FakeApi, cache: WatchCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    watch(api, cache)
+    await read_the_task(api, cache, cached_reconciler(api, cache, clock))
+    finish(api, observation_dict("wait"))
+    monkeypatch.setattr(cache_module, "LISTS_WAIT", 0.01)
+    _, reconciler = restarted(api, clock)
+    before = api.count("get_step")
+    await reconciler.reconcile(NS, "build")
+    assert status(api)["checks"] == 1 and len(reports(api)) == 1
+    assert api.count("get_step") == before + 1
 
 
 async def test_a_stale_cached_monitor_conflicts_and_is_read_fresh(

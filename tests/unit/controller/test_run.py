@@ -38,3 +38,15 @@ def test_bodies_are_not_copied_for_a_diff() -> None:
 def test_step_jobs_and_pods_are_selected_by_the_server() -> None:
     selectors = _configured().watching.label_selectors
     assert selectors["batch", "jobs"] == selectors["", "pods"] == "goalkeeper.dev/step"
+
+
+def test_steps_jobs_and_pods_are_kept_while_kopf_lists_them() -> None:
+    # kopf runs index handlers while it lists and holds every other handler until all
+    # indexed lists are in: the cache's `lists_in` is rung by the first one after.
+    registry = build_registry()
+    indexed = {
+        (handler.selector.group, handler.selector.any_name)
+        for handler in registry._indexing.get_all_handlers()
+        if handler.selector is not None
+    }
+    assert indexed == {("goalkeeper.dev", "monitorsteps"), ("batch", "jobs"), ("", "pods")}
