@@ -20,6 +20,7 @@ fresh; every other effect is idempotent under its deterministic name.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import time
@@ -303,6 +304,9 @@ class CachedApi:
     def __init__(self, api: Api, cache: WatchCache) -> None:
         self.api = api
         self.cache = cache
+        # A ModelConfig read in flight, which the reconciles of one namespace that miss at
+        # the same time (a start, a resync) wait for instead of asking again.
+        self._config_reads: dict[Key, asyncio.Future[Body]] = {}
 
     async def _read(
         self, kind: str, namespace: str, name: str, read: Callable[[str, str], Any], fresh: bool
@@ -407,6 +411,16 @@ class CachedApi:
             return cached
         if self.cache.config_absent(namespace, name):
             raise NotFound(f"ModelConfig {namespace}/{name} not found (cached)", 404)
+        key = (namespace, name)
+        reading = self._config_reads.get(key)
+        if reading is None:
+            reading = asyncio.ensure_future(self._read_model_config(namespace, name))
+            self._config_reads[key] = reading
+            reading.add_done_callback(lambda _: self._config_reads.pop(key, None))
+        # Shielded: one reconcile cancelled leaves the read to the others.
+        return copy.deepcopy(await asyncio.shield(reading))
+
+    async def _read_model_config(self, namespace: str, name: str) -> Body:
         try:
             return await self.api.get_model_config(namespace, name)
         except NotFound:

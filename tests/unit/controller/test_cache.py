@@ -15,7 +15,7 @@ from tests.support.observations import extraction, observation_dict
 from tests.unit.controller.test_reconciler import NS, Clock, finish, new_api, reports, status
 
 from goalkeeper.controller import cache as cache_module
-from goalkeeper.controller.api import Conflict
+from goalkeeper.controller.api import Conflict, NotFound
 from goalkeeper.controller.cache import (
     JOB,
     MODEL_CONFIG,
@@ -155,6 +155,44 @@ async def test_with_nothing_listed_a_read_asks_the_api_server_after_the_wait(
     await reconciler.reconcile(NS, "build")
     assert status(api)["checks"] == 1 and len(reports(api)) == 1
     assert api.count("get_step") == before + 1
+
+
+class SlowConfigs(FakeApi):
+    """An API server whose ModelConfig reads answer only once `answer` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = asyncio.Event()
+
+    async def get_model_config(self, namespace: str, name: str, fresh: bool = False) -> Any:
+        self._enter("get_model_config", name)
+        await self.answer.wait()
+        return self._read("ModelConfig", namespace, name)
+
+
+@pytest.mark.parametrize("exists", [True, False])
+async def test_reconciles_that_miss_a_model_config_at_once_share_one_read(exists: bool) -> None:
+    api = SlowConfigs()
+    if exists:
+        api.put(
+            "ModelConfig",
+            {"metadata": {"name": "default", "namespace": NS}, "spec": {"model": "m"}},
+        )
+    cached = CachedApi(api, WatchCache())
+    reads = [
+        asyncio.get_running_loop().create_task(cached.get_model_config(NS, "default"))
+        for _ in range(5)
+    ]
+    for _ in range(100):  # every read reaches the API server or waits for the one that did
+        await asyncio.sleep(0)
+    api.answer.set()
+    answers = await asyncio.gather(*reads, return_exceptions=True)
+    assert api.count("get_model_config") == 1
+    if exists:
+        assert all(a == answers[0] and a is not answers[0] for a in answers[1:])
+        assert answers[0]["spec"] == {"model": "m"}
+    else:
+        assert all(isinstance(a, NotFound) for a in answers), answers
 
 
 async def test_a_stale_cached_monitor_conflicts_and_is_read_fresh(
