@@ -94,6 +94,12 @@ def describe(fact: ObjectFacts) -> str:
     )
 
 
+def runs_earlier_config(fact: ObjectFacts) -> bool:
+    """A workload whose running pods all read a named ConfigMap before it was last written,
+    with no rollout under way: its pods keep that earlier data until they restart."""
+    return fact.kind in _WORKLOADS and bool(fact.staleConfig) and not _rollout_short(fact)
+
+
 def _rollout_short(fact: ObjectFacts) -> bool:
     want = fact.replicas or 0
     return any((n or 0) < want for n in (fact.availableReplicas, fact.updatedReplicas))

@@ -24,7 +24,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from goalkeeper.core.facts import action_names, contradiction
+from goalkeeper.core.facts import action_names, contradiction, goal_objects, runs_earlier_config
 from goalkeeper.core.guards import named_action
 from goalkeeper.core.models import (
     ActionResult,
@@ -281,18 +281,22 @@ class Refusals:
     # The named objects' names, once an answer copied the example's ids
     id_names: list[str] = field(default_factory=list)
     copied: list[str] = field(default_factory=list)  # the fields an answer copied
-    asked_again: bool = False  # whether a stop before any action was asked about
+    asked_again: bool = False  # whether a stop or a wait was asked about (once a step)
 
     def check(self, ctx: RunContext[Any], observation: Observation) -> Any:
         try:
             sound(observation, self.step_input, self.tools, self.worked_example)
             # Asked once, and only with a retry left: a second stop stands.
             ask = not self.asked_again and not ctx.last_attempt
-            given_up = gives_up_untried(observation, self.step_input) if ask else None
-            if given_up is not None:
+            question = None
+            if ask:
+                question = gives_up_untried(observation, self.step_input) or waits_for_nothing(
+                    observation, self.step_input, self._goal_facts
+                )
+            if question is not None:
                 self.asked_again = True
-                self.refuted.setdefault("route", set()).add(Route.stop.value)
-                raise ModelRetry(given_up)
+                self.refuted.setdefault("route", set()).add(observation.route.value)
+                raise ModelRetry(question)
             return observation
         except ModelRetry as refused:
             self.last = str(refused)
@@ -307,6 +311,9 @@ class Refusals:
             if self.log is not None:
                 self.log.emit("answer_refused", reason=self.last[:500])
             raise
+
+    def _goal_facts(self) -> list[ObjectFacts]:
+        return goal_objects(facts.facts_of(_named_objects(self.step_input, self.tools)))
 
 
 def sound(
@@ -349,6 +356,33 @@ def gives_up_untried(observation: Observation, step_input: StepInput) -> str | N
         f"any action of the task was tried. The task authorizes these actions: "
         f"{_listed(step_input)}. If one of them moves the goal forward, answer route act "
         "with it; else route wait."
+    )
+
+
+def waits_for_nothing(
+    observation: Observation, step_input: StepInput, goal_facts: Callable[[], list[ObjectFacts]]
+) -> str | None:
+    """Why a wait short of the goal is asked again while a workload the goal names runs a
+    ConfigMap's earlier data, no rollout is under way and the task authorizes actions: a
+    pod reads it only when it starts, so nothing changes it by itself. Else None. Not right
+    after an action, whose rollout may still be replacing the pods. Seen: a Deployment to
+    be restarted after a config fix, answered wait at every check up to the safety limit.
+    `goal_facts` reads the objects the goal names, only when the rest holds."""
+    if observation.route is not Route.wait or observation.goal is GoalState.complete:
+        return None
+    previous = step_input.previousObservation
+    if not step_input.authorizedActions or (previous and previous.route is Route.act):
+        return None
+    stale = next((f for f in goal_facts() if runs_earlier_config(f)), None)
+    if stale is None:
+        return None
+    return (
+        f"Route 'wait' waits for nothing that moves by itself: the running pods of "
+        f"{stale.kind.value} {stale.name} started before ConfigMap "
+        f"{', '.join(stale.staleConfig or [])} was last written, and a pod reads it only when "
+        "it starts, so they keep its earlier data until they are replaced. The task "
+        f"authorizes these actions: {_listed(step_input)}. If one of them moves the goal "
+        "forward, answer route act with it; else route stop."
     )
 
 

@@ -285,3 +285,63 @@ async def test_a_stop_after_an_earlier_check_or_with_nothing_authorized_is_taken
         outcome = await run_observe(given, model, tools(kube), limits=limits)
         assert outcome.ok and outcome.result is not None, outcome.error
         assert outcome.result["route"] == "stop" and len(seen) == 1
+
+
+RESTART = [
+    {
+        "id": "restart-worker",
+        "description": "Rollout restart Deployment pricing-worker.",
+        "paid": False,
+    }
+]
+RESTART_TASK = "ConfigMap pricing-config was fixed; restart Deployment pricing-worker."
+RESTART_STOP = "Stop when every pod of pricing-worker started after the fix."
+
+
+def stale_worker(started: str = "2026-12-03T09:30:00Z") -> FakeKube:
+    """Deployment pricing-worker, its one pod started at `started`, and ConfigMap
+    pricing-config, whose data was last written at 10:00."""
+    fixed = config_map("pricing-config", {"currency": "EUR"})
+    fixed["metadata"]["managedFields"] = [
+        {"manager": "kubectl-patch", "time": "2026-12-03T10:00:00Z", "fieldsV1": {"f:data": {}}}
+    ]
+    return FakeKube([pricing_worker(), fixed, worker_pod("pw", started)])
+
+
+async def test_a_wait_while_the_goals_workload_runs_earlier_config_data_is_asked_about() -> None:
+    """pricing-worker's pod read pricing-config before its fix and no rollout is under way:
+    nothing changes that by itself, so a wait is asked again, once, naming the stale pods
+    and the recorded restart; the next answer stands."""
+    given = step_input(task=RESTART_TASK, stopWhen=RESTART_STOP, authorizedActions=RESTART)
+    restart = observation_dict("act", action=action(mutationSet=["deployments/pricing-worker"]))
+    waits = observation_dict("wait", goal="incomplete", work="running")
+    model, seen = scripted(final(waits), final(restart))
+    outcome = await run_observe(given, model, tools(stale_worker()))
+    assert outcome.ok, outcome.error
+    assert outcome.result is not None and outcome.result["route"] == "act"
+    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
+    assert "Route 'wait' waits for nothing that moves by itself" in retry
+    assert "Deployment pricing-worker started before ConfigMap pricing-config" in retry
+    assert "restart-worker (Rollout restart Deployment pricing-worker)" in retry
+
+    # Asked once: the same wait again stands.
+    model, seen = scripted(*[final(waits)] * 2)
+    outcome = await run_observe(given, model, tools(stale_worker()))
+    assert outcome.ok and outcome.result is not None and outcome.result["route"] == "wait"
+    assert len(seen) == 2
+
+
+async def test_a_wait_is_taken_at_once_after_an_action_with_fresh_pods_or_nothing_allowed() -> None:
+    waits = observation_dict("wait", goal="incomplete", work="running")
+    acted = observation_dict("act", action=action(mutationSet=["deployments/pricing-worker"]))
+    base = {"task": RESTART_TASK, "stopWhen": RESTART_STOP}
+    for given, kube in (
+        # Right after the restart: its rollout may still be replacing the pods.
+        (step_input(**base, authorizedActions=RESTART, previousObservation=acted), stale_worker()),
+        (step_input(**base, authorizedActions=RESTART), stale_worker("2026-12-03T10:05:00Z")),
+        (step_input(**base), stale_worker()),
+    ):
+        model, seen = scripted(final(waits))
+        outcome = await run_observe(given, model, tools(kube))
+        assert outcome.ok and outcome.result is not None, outcome.error
+        assert outcome.result["route"] == "wait" and len(seen) == 1
