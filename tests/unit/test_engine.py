@@ -579,6 +579,32 @@ def test_paid_flag_comes_from_the_record_not_the_request() -> None:
     assert stopped_with(effects).reason is StopReason.paidActionNotApproved
 
 
+def test_a_stated_cost_of_zero_makes_no_paid_action_of_a_recorded_one_that_is_not() -> None:
+    free = action(estimatedCost={"amount": 0, "currency": "USD"})
+    loop = Loop(granted_by_first_observation=True)
+    loop.start()
+    loop.observe(observation("wait", contract=contract(costCeiling=TEN_USD)))
+    loop.later(30)
+    loop.send(TimerDue())
+    effects = loop.observe(observation("act", contract=contract(costCeiling=TEN_USD), action=free))
+    assert [e.kind for e in effects if isinstance(e, LaunchStep)] == [StepKind.act], effects
+    # A recorded paid action stays paid whatever cost the request states.
+    paid = [{**AUTHORIZED[0], "paid": True}]
+    loop = Loop(granted_by_first_observation=True)
+    loop.start()
+    loop.observe(
+        observation("wait", authorizedActions=paid, contract=contract(costCeiling=TEN_USD))
+    )
+    loop.later(30)
+    loop.send(TimerDue())
+    effects = loop.observe(
+        observation(
+            "act", authorizedActions=paid, contract=contract(costCeiling=TEN_USD), action=free
+        )
+    )
+    assert not any(isinstance(e, LaunchStep) and e.kind is StepKind.act for e in effects)
+
+
 def test_narrowing_takes_effect_and_cannot_be_undone() -> None:
     loop = Loop(granted_by_first_observation=True)
     loop.start()

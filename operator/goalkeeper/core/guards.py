@@ -348,9 +348,11 @@ def named_action(
 
 
 def is_paid(status: MonitorStatus, action: ActionRequest) -> bool:
-    """Paid when the request carries a cost or the recorded action it names is paid."""
+    """Paid when the request carries a cost above zero or the recorded action it names is
+    paid (a stated cost of 0 on an unpaid action is no spend: seen from a small model)."""
     covering = named_action(status.authorizedActions, action)
-    return action.estimatedCost is not None or (covering is not None and covering.paid)
+    priced = action.estimatedCost is not None and action.estimatedCost.amount > 0
+    return priced or (covering is not None and covering.paid)
 
 
 def spent_so_far(observed_spend: Money | None, ledger: SpendLedger) -> float:
