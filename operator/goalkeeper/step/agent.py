@@ -383,8 +383,8 @@ def waits_for_nothing(
         f"{stale.kind.value} {stale.name} started before ConfigMap "
         f"{', '.join(stale.staleConfig or [])} was last written, and a pod reads it only when "
         "it starts, so they keep its earlier data until they are replaced. The task "
-        f"authorizes these actions: {_listed(step_input)}. If one of them moves the goal "
-        "forward, answer route act with it; else route stop."
+        f"authorizes these actions: {_listed(step_input)}. Route stop only if none of them "
+        "would replace those pods; else answer route act with the one that does."
     )
 
 
