@@ -263,8 +263,7 @@ async def run_observe(
 
 # A refusal by the facts of a goal or work state or a route ("... goal 'complete' contradicts").
 REFUTED_CLAIM = re.compile(r"^Contradicted by the facts: (goal|work|route) '([a-z]+)' contradicts")
-# A refusal of an answer that copied the worked example, a field of it or its change.
-COPIED = re.compile(r"^The (?:answer repeats|action names) the worked example's \w+ ")
+COPIED = re.compile(r"^The answer repeats the worked example's (\w+) ")
 
 
 @dataclass
@@ -281,9 +280,7 @@ class Refusals:
     refuted: dict[str, set[str]] = field(default_factory=dict)
     # The named objects' names, once an answer copied the example's ids
     id_names: list[str] = field(default_factory=list)
-    # Once an answer copied any of the example: its text fields, each of which must then
-    # name one of this task's objects (seen: the next answer copied the next field).
-    copied: list[str] = field(default_factory=list)
+    copied: list[str] = field(default_factory=list)  # the fields an answer copied
     asked_again: bool = False  # whether a stop or a wait was asked about (once a step)
 
     def check(self, ctx: RunContext[Any], observation: Observation) -> Any:
@@ -306,10 +303,11 @@ class Refusals:
             claim = REFUTED_CLAIM.match(self.last)
             if claim is not None:
                 self.refuted.setdefault(claim.group(1), set()).add(claim.group(2))
-            if COPIED.match(self.last) and not self.copied:
+            copy = COPIED.match(self.last)
+            if copy is not None:
                 read = _named_objects(self.step_input, self.tools)
                 self.id_names = [o["metadata"]["name"] for o in read if o.get("metadata")]
-                self.copied = list(prompts.EXAMPLE_TEXTS)
+                self.copied.append(copy.group(1))
             if self.log is not None:
                 self.log.emit("answer_refused", reason=self.last[:500])
             raise

@@ -178,19 +178,6 @@ _EXAMPLE_ANSWER = {
 }
 
 
-# The text fields of the example's act answer (its ids apart): once an answer copied any
-# of it, each must name an object of this task.
-EXAMPLE_TEXTS = (
-    "incomplete",
-    "evidence",
-    "action",
-    "authorityBasis",
-    "verification",
-    "reason",
-    "report",
-)
-
-
 # The worked example's own change, in words no other target's action has.
 _EXAMPLE_TERMS = ("maxreplicas", "horizontalpodautoscaler")
 

@@ -407,16 +407,6 @@ async def test_a_copied_failure_id_is_refused_and_the_next_answer_names_this_tas
     assert re.match(second["pattern"], "web:short") and not re.match(
         second["pattern"], "hpa-capped:api:8"
     )
-    # One field copied holds every text of the example's answer to this task's objects:
-    # seen, a small model told about one copied field copied the next.
-    before, after = schemas
-    for field in ("incomplete", "authorityBasis", "verification", "action"):
-        assert "pattern" not in before["$defs"]["AdvanceAction"]["properties"][field]
-        pattern = after["$defs"]["AdvanceAction"]["properties"][field]["pattern"]
-        assert re.match(pattern, "Deployment web is short") and not re.match(
-            pattern, "api shows spec.maxReplicas 10."
-        )
-    assert "pattern" in after["$defs"]["Observation_report"]
 
 
 def test_a_text_an_answer_copied_must_then_mention_an_object_this_task_names() -> None:
