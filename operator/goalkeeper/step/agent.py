@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -285,13 +285,13 @@ class Refusals:
 
     def check(self, ctx: RunContext[Any], observation: Observation) -> Any:
         try:
-            sound(observation, self.step_input, self.tools, self.worked_example)
-            # Asked once, and only with a retry left: a second stop stands.
+            named = sound(observation, self.step_input, self.tools, self.worked_example)
+            # Asked once, and only with a retry left: a second stop or wait stands.
             ask = not self.asked_again and not ctx.last_attempt
             question = None
             if ask:
                 question = gives_up_untried(observation, self.step_input) or waits_for_nothing(
-                    observation, self.step_input, self._goal_facts
+                    observation, self.step_input, goal_objects(named)
                 )
             if question is not None:
                 self.asked_again = True
@@ -312,15 +312,13 @@ class Refusals:
                 self.log.emit("answer_refused", reason=self.last[:500])
             raise
 
-    def _goal_facts(self) -> list[ObjectFacts]:
-        return goal_objects(facts.facts_of(_named_objects(self.step_input, self.tools)))
-
 
 def sound(
     observation: Observation, step_input: StepInput, tools: StepTools, worked_example: bool
-) -> Any:
-    """`observation`, unless it copies the worked example or the named objects refute it:
-    then the model is told why and answers again (the engine would refuse it alike)."""
+) -> list[ObjectFacts]:
+    """The facts of the named objects, read now, unless `observation` copies the worked
+    example or they refute it: then the model is told why and answers again (the engine
+    would refuse it alike)."""
     if worked_example:
         copied = prompts.copied_from_example(observation.model_dump(mode="json"))
         if copied is not None:
@@ -360,20 +358,20 @@ def gives_up_untried(observation: Observation, step_input: StepInput) -> str | N
 
 
 def waits_for_nothing(
-    observation: Observation, step_input: StepInput, goal_facts: Callable[[], list[ObjectFacts]]
+    observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
 ) -> str | None:
     """Why a wait short of the goal is asked again while a workload the goal names runs a
     ConfigMap's earlier data, no rollout is under way and the task authorizes actions: a
     pod reads it only when it starts, so nothing changes it by itself. Else None. Not right
     after an action, whose rollout may still be replacing the pods. Seen: a Deployment to
     be restarted after a config fix, answered wait at every check up to the safety limit.
-    `goal_facts` reads the objects the goal names, only when the rest holds."""
+    `goal_facts`: the facts of the objects the goal names, as the step read them."""
     if observation.route is not Route.wait or observation.goal is GoalState.complete:
         return None
     previous = step_input.previousObservation
     if not step_input.authorizedActions or (previous and previous.route is Route.act):
         return None
-    stale = next((f for f in goal_facts() if runs_earlier_config(f)), None)
+    stale = next((f for f in goal_facts if runs_earlier_config(f)), None)
     if stale is None:
         return None
     return (
@@ -390,15 +388,17 @@ def _listed(step_input: StepInput) -> str:
     return "; ".join(f"{a.id} ({a.description.rstrip('.')})" for a in step_input.authorizedActions)
 
 
-def against_facts(observation: Observation, step_input: StepInput, tools: StepTools) -> Any:
-    """`observation`, unless what the named objects hold now contradicts it: then the model
+def against_facts(
+    observation: Observation, step_input: StepInput, tools: StepTools
+) -> list[ObjectFacts]:
+    """What the named objects hold now, unless it contradicts `observation`: then the model
     is told which claim and why (the engine would refuse the answer for the same reason, as
     an invalid answer) and, where the task authorized actions, which."""
     mutation_set = observation.action.mutationSet if observation.action else []
-    read = _named_objects(step_input, tools, list(mutation_set))
-    found = contradiction(observation, facts.facts_of(read), step_input.stopWhen, step_input.check)
+    read = facts.facts_of(_named_objects(step_input, tools, list(mutation_set)))
+    found = contradiction(observation, read, step_input.stopWhen, step_input.check)
     if found is None:
-        return observation
+        return read
     hint = "Answer again from these facts."
     if step_input.authorizedActions and observation.route is not Route.act:
         hint += (
