@@ -63,6 +63,11 @@ def _dropped(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body
     """Forget a deleted object (kopf runs no index handler for a deletion); True when it
     was deleted. Called first in an event handler of an indexed kind: every list is in."""
     cache.lists_in()
+    return _forgot(cache, kind, event, body)
+
+
+def _forgot(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) -> bool:
+    """Drop the object of a deletion from the cache; True when `event` is one."""
     if event.get("type") != "DELETED":
         return False
     raw = dict(event.get("object") or body)
@@ -73,12 +78,9 @@ def _dropped(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body
 
 def _track(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) -> bool:
     """Keep the cache in step with the watch; True when the object was deleted."""
-    raw = dict(event.get("object") or body)
-    if event.get("type") == "DELETED":
-        meta = raw.get("metadata") or {}
-        cache.drop(kind, str(meta.get("namespace")), str(meta.get("name")), raw)
+    if _forgot(cache, kind, event, body):
         return True
-    cache.put(kind, raw)
+    cache.put(kind, dict(event.get("object") or body))
     return False
 
 
