@@ -457,7 +457,7 @@ async def run_act(
         namespace=tools.config.namespace,
         now=_now(clock),
         facts=facts.sheet(_named_objects(step_input, tools), tools.k8s_get),
-        rerun_jobs=_rerun_jobs(step_input, tools),
+        one_calls=_one_calls(step_input, tools),
     )
     outcome = await run_agent(
         output_type=ActionResult,
@@ -474,16 +474,38 @@ async def run_act(
 
 # An action that asks for a Job to run again: "re-run", "recreate", "delete ... and create".
 _RERUN = re.compile(r"re-?run|recreat|\bdelet")
+# An action that asks for a workload's pods to be replaced: "restart", "roll out again".
+_RESTART = re.compile(r"restart|roll ?out")
+_RESTARTABLE = (FactKind.Deployment, FactKind.StatefulSet, FactKind.DaemonSet)
 
 
-def _rerun_jobs(step_input: StepInput, tools: StepTools) -> list[str]:
-    """The Jobs of the action's mutation set that k8s_rerun_job may re-run, when the action
-    asks for one to run again (named for any other, a small model re-ran a suspended Job)."""
+def _one_calls(step_input: StepInput, tools: StepTools) -> list[str]:
+    """The tool that does the action in one call, for each object of its mutation set that
+    has one: k8s_rerun_job for a Job the action re-runs (named for any other action, a
+    small model re-ran a suspended Job), k8s_rollout_restart for a workload it restarts
+    (seen: a restart done as a scale to the same count, which replaces no pod)."""
     action = step_input.action
-    if action is None or not tools.reruns_jobs() or not _RERUN.search(action.action.casefold()):
+    if action is None:
         return []
-    named = action_names(action.mutationSet, tools.config.namespace)
-    return sorted(name for kind, name in named if kind is FactKind.Job)
+    said = action.action.casefold()
+    named = sorted(action_names(action.mutationSet, tools.config.namespace))
+    lines = []
+    if tools.reruns_jobs() and _RERUN.search(said):
+        lines += [
+            f"To re-run Job {name} (delete it and create it again, same spec), call "
+            f"k8s_rerun_job with name {name}: one call does both."
+            for kind, name in named
+            if kind is FactKind.Job
+        ]
+    if _RESTART.search(said):
+        lines += [
+            f"To restart the pods of {kind.value} {name} (a rollout restart), call "
+            f"k8s_rollout_restart with kind {kind.value} and name {name}: one call replaces "
+            "them all; a scale to the same replica count replaces none."
+            for kind, name in named
+            if kind in _RESTARTABLE
+        ]
+    return lines
 
 
 def with_refusals(outcome: StepOutcome, refusals: list[str]) -> StepOutcome:

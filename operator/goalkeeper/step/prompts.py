@@ -339,10 +339,10 @@ def act_user_prompt(
     namespace: str,
     now: datetime,
     facts: str = "",
-    rerun_jobs: Sequence[str] = (),
+    one_calls: Sequence[str] = (),
 ) -> str:
-    """The act step's user message; `rerun_jobs` are the Jobs of the mutation set that
-    k8s_rerun_job is offered for."""
+    """The act step's user message; `one_calls` name the tool that does the action in one
+    call, for the objects of the mutation set that have one."""
     action = step.action
     if action is None:
         raise ValueError("an act step needs an action request")
@@ -354,13 +354,9 @@ def act_user_prompt(
     )
     why = f"Incomplete: {action.incomplete}\nEvidence: {action.evidence}"
     mutations = "\n".join(f"- {m}" for m in action.mutationSet) or "- (none named)"
-    if rerun_jobs:
+    if one_calls:
         # Seen: a small model deleted a Job to re-run it and wrote it again from memory.
-        mutations += "\n" + "\n".join(
-            f"To re-run Job {name} (delete it and create it again, same spec), call "
-            f"k8s_rerun_job with name {name}: one call does both."
-            for name in rerun_jobs
-        )
+        mutations += "\n" + "\n".join(one_calls)
     return f"""\
 Fence id for this run: {fence_id}
 Monitor namespace (the default for Kubernetes tools): {namespace}

@@ -325,6 +325,32 @@ async def test_an_act_that_re_runs_a_job_is_told_the_one_call_that_does_it() -> 
     assert "k8s_rerun_job" not in str(seen[0][0].parts[-1].content)
 
 
+async def test_an_act_that_restarts_a_workload_is_told_the_one_call_that_does_it() -> None:
+    kube = FakeKube([deployment()])
+    restart = action(
+        action="Restart Deployment web: rollout restart.", mutationSet=["deployments/web"]
+    )
+    model, seen = scripted(
+        tool_call("k8s_rollout_restart", kind="Deployment", name="web"),
+        final({"outcome": "succeeded", "evidence": "restarted", "changed": ["deployments/web"]}),
+    )
+    outcome = await run_act(
+        step_input("act", action=restart), model, tools(kube, mutation_set=("deployments/web",))
+    )
+    assert outcome.ok, outcome.error
+    user = str(seen[0][0].parts[-1].content)
+    assert "call k8s_rollout_restart with kind Deployment and name web" in user
+    template = kube.objects[("Deployment", "shop", "web")]["spec"]["template"]
+    assert "kubectl.kubernetes.io/restartedAt" in template["metadata"]["annotations"]
+    # A scale names no restart, and is not pointed at it.
+    scale = action(action="Scale Deployment web to 2 replicas.", mutationSet=["deployments/web"])
+    model, seen = scripted(final({"outcome": "blocked", "evidence": "Not done."}))
+    await run_act(
+        step_input("act", action=scale), model, tools(kube, mutation_set=("deployments/web",))
+    )
+    assert "k8s_rollout_restart with" not in str(seen[0][0].parts[-1].content)
+
+
 async def test_act_write_outside_the_mutation_set_is_refused_and_reported() -> None:
     progress = {
         "apiVersion": "v1",
