@@ -290,12 +290,16 @@ class Refusals:
             ask = not self.asked_again and not ctx.last_attempt
             question = None
             if ask:
+                goal = goal_objects(named)
                 question = gives_up_untried(observation, self.step_input) or waits_for_nothing(
-                    observation, self.step_input, goal_objects(named)
+                    observation, self.step_input, goal
                 )
+                if question is not None:
+                    self.refuted.setdefault("route", set()).add(observation.route.value)
+                else:  # the same complete may stand: its route stays open
+                    question = completes_untried(observation, self.step_input, goal)
             if question is not None:
                 self.asked_again = True
-                self.refuted.setdefault("route", set()).add(observation.route.value)
                 raise ModelRetry(question)
             return observation
         except ModelRetry as refused:
@@ -354,6 +358,28 @@ def gives_up_untried(observation: Observation, step_input: StepInput) -> str | N
         f"any action of the task was tried. The task authorizes these actions: "
         f"{_listed(step_input)}. If one of them moves the goal forward, answer route act "
         "with it; else route wait."
+    )
+
+
+def completes_untried(
+    observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
+) -> str | None:
+    """Why a `complete` at a run's first check is asked again, while the task authorizes
+    actions none of which was tried and no Job the goal names has ended; else None. Seen:
+    a stop rule of two parts ("the queue is clear and the Deployment is back at 0
+    replicas") called met by its second, which held before any work began."""
+    if observation.route is not Route.stop or observation.goal is not GoalState.complete:
+        return None
+    if step_input.previousObservation is not None or not step_input.authorizedActions:
+        return None
+    if any(f.kind is FactKind.Job and f.ended is not None for f in goal_facts):
+        return None
+    return (
+        "Goal 'complete' at the first check ends the run before any action of the task was "
+        f"tried. Hold each part of the stop rule against what you read: {step_input.stopWhen} "
+        "If any part is not shown to hold now, the goal is not complete: answer route act "
+        f"with the authorized action that moves it forward ({_listed(step_input)}), or route "
+        "wait. If every part holds, give the same answer again."
     )
 
 

@@ -271,6 +271,54 @@ async def test_a_first_check_that_stops_short_untried_is_asked_about_the_recorde
     assert len(seen) == 2
 
 
+COMPLETE = {"goal": "complete", "work": "complete", "stopReason": "goalComplete"}
+SCALE_UP_AND_BACK = {
+    "task": "Run Deployment web at 1 replica until the queue is clear; you may scale it to 1.",
+    "stopWhen": "Stop when the queue is clear and web is back at 0 replicas.",
+    "authorizedActions": SCALE,
+}
+
+
+async def test_a_first_check_complete_with_nothing_tried_is_asked_about_the_stop_rule() -> None:
+    """web already sits at the 0 replicas the stop rule's second part names, before any work
+    began: a complete at the first check is asked again with the stop rule and the recorded
+    action; the model's next answer stands, whichever it is."""
+    kube = FakeKube([deployment(replicas=0)])
+    given = step_input(**SCALE_UP_AND_BACK)
+    scale = observation_dict("act", action=action(mutationSet=["deployments/web"]))
+    model, seen = scripted(final(observation_dict("stop", **COMPLETE)), final(scale))
+    outcome = await run_observe(given, model, tools(kube))
+    assert outcome.ok and outcome.result is not None, outcome.error
+    assert outcome.result["route"] == "act"
+    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
+    assert "Goal 'complete' at the first check ends the run" in retry
+    assert "the queue is clear and web is back at 0 replicas" in retry
+    assert "scale-web (Scale Deployment web to 2 replicas)" in retry
+
+    # The same complete again stands.
+    model, seen = scripted(*[final(observation_dict("stop", **COMPLETE))] * 2)
+    outcome = await run_observe(given, model, tools(kube))
+    assert outcome.ok and outcome.result is not None and outcome.result["route"] == "stop"
+    assert len(seen) == 2
+
+
+async def test_a_complete_is_taken_at_once_later_with_a_finished_job_or_nothing_allowed() -> None:
+    done = job("report-gen", succeeded=1, conditions=[{"type": "Complete", "status": "True"}])
+    resume = [{"id": "resume", "description": "Resume Job report-gen.", "paid": False}]
+    for given, kube in (
+        (
+            step_input(**SCALE_UP_AND_BACK, previousObservation=observation_dict("wait")),
+            FakeKube([deployment(replicas=0)]),
+        ),
+        (step_input(task=TASK, stopWhen=STOP, authorizedActions=resume), FakeKube([done])),
+        (step_input(task=SCALE_UP_AND_BACK["task"]), FakeKube([deployment(replicas=0)])),
+    ):
+        model, seen = scripted(final(observation_dict("stop", **COMPLETE)))
+        outcome = await run_observe(given, model, tools(kube))
+        assert outcome.ok and outcome.result is not None, outcome.error
+        assert outcome.result["route"] == "stop" and len(seen) == 1
+
+
 async def test_a_stop_after_an_earlier_check_or_with_nothing_authorized_is_taken_at_once() -> None:
     kube = FakeKube([deployment(replicas=0)])
     later = step_input(authorizedActions=SCALE, previousObservation=observation_dict("wait"))
