@@ -13,14 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic_ai import ModelRetry
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 
-from goalkeeper.core.authority import sentences
-from goalkeeper.core.models import AuthorityExtraction, StepInput
+from goalkeeper.core.authority import pin, sentences
+from goalkeeper.core.models import AuthorityExtraction, MonitorSpec, StepInput
 from goalkeeper.step.agent import RunLimits, StepOutcome, run_agent
 from goalkeeper.step.fence import neutralise
 from goalkeeper.step.steplog import StepLog
@@ -169,6 +170,31 @@ class QuoteChoices(AbstractCapability[Any]):
         ]
 
 
+@dataclass
+class HeldToTheWords:
+    """Holds a reading to the person's words as the engine will (core/authority.py `pin`):
+    a grant it would drop is named to the model, which reads again, once per retry left.
+    Seen: a Job's grant quoting the goal ("Run the postcode import ... to completion")
+    instead of the sentence allowing its resume, so the run had an action and no object."""
+
+    step_input: StepInput
+
+    def check(self, ctx: RunContext[Any], extraction: AuthorityExtraction) -> Any:
+        if ctx.last_attempt:
+            return extraction  # the engine drops what the words do not give
+        spec = MonitorSpec(task=self.step_input.task, stopWhen=self.step_input.stopWhen)
+        pinned = pin(spec, extraction, generation=None, instructions=self.step_input.instructions)
+        if pinned.record.dropped:
+            raise ModelRetry(
+                "The operator would drop these grants: "
+                + "; ".join(pinned.record.dropped)
+                + ". Quote for each grant the sentence that allows its change in so many words "
+                "(naming the object with its kind), never the goal; leave out any grant no "
+                "sentence gives."
+            )
+        return extraction
+
+
 async def run_extract(
     step_input: StepInput,
     model: Model,
@@ -191,12 +217,14 @@ async def run_extract(
         model_settings=model_settings,
         log=log,
         capability=QuoteChoices(tuple(quote_choices(step_input))),
+        validate=HeldToTheWords(step_input).check,
     )
 
 
 __all__ = [
     "EXTRACT_EXAMPLE",
     "EXTRACT_SYSTEM_PROMPT",
+    "HeldToTheWords",
     "QuoteChoices",
     "quote_choices",
     "run_extract",
