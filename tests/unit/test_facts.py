@@ -215,6 +215,40 @@ def test_goal_complete_is_refused_before_the_checks_the_stop_rule_asks_for() -> 
     assert stop_rule_checks("Stop after 2 checks, or 5 checks if it restarts.") is None
 
 
+def test_a_scale_to_the_count_the_spec_already_asks_for_is_refused() -> None:
+    """Seen from a small model: a StatefulSet scaled to 3, its pods still starting one by one,
+    and the next observation asked for the same scale again."""
+
+    def scale(to: str, kind: str = "advance") -> Observation:
+        return seen(
+            "act",
+            action=action(
+                kind=kind,
+                action=f"Scale StatefulSet queue-broker to {to}.",
+                mutationSet=["statefulsets/queue-broker"],
+            ),
+        )
+
+    starting = ObjectFacts(
+        kind=FactKind.StatefulSet,
+        name="queue-broker",
+        namedIn=[NamedIn.action, NamedIn.stopWhen],
+        replicas=3,
+        readyReplicas=1,
+        availableReplicas=1,
+        updatedReplicas=1,
+    )
+    assert contradiction(scale("3 replicas"), [starting]) == (
+        "a scale of StatefulSet queue-broker to 3 replicas changes nothing: StatefulSet "
+        "queue-broker has 1 available, 1 ready and 1 updated of 3 replicas, so it already asks "
+        "for 3. While its pods start, route wait."
+    )
+    assert contradiction(scale("5 replicas"), [starting]) is None
+    assert contradiction(scale("3 replicas", kind="repair"), [starting]) is None
+    # No count read from the action's words: nothing to hold it against.
+    assert contradiction(scale("three"), [starting]) is None
+
+
 def test_a_restart_of_a_workload_already_on_the_current_config_is_refused() -> None:
     """Seen from a small model: after the restart, its next observation repeated the earlier
     one's "started before ConfigMap pricing-config was last written" and asked again."""

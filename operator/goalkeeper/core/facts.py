@@ -13,7 +13,8 @@ the claim cannot be true in, so a correct observation is never refused for a gue
 - an action but a repair on a Job of its mutation set that has succeeded, and an `advance`
   (start, resume) on one that runs or has ended;
 - a restart of a workload of its mutation set whose running pods all started after every
-  named ConfigMap they read was last written.
+  named ConfigMap they read was last written; a scale of one to the replica count its spec
+  already asks for.
 """
 
 from __future__ import annotations
@@ -219,6 +220,17 @@ def contradiction(
                     f"{', '.join(fact.freshConfig)} was last written, so they already run its "
                     "current data."
                 )
+    for fact in facts:
+        if NamedIn.action not in fact.namedIn or fact.kind not in _WORKLOADS:
+            continue
+        wanted = stop_rule_replicas(action.action, fact.name)
+        if wanted is not None and fact.replicas == wanted and action.kind is not ActionKind.repair:
+            # Seen: a scale asked for again while the pods of the first one still started.
+            return (
+                f"a scale of {fact.kind.value} {fact.name} to {wanted} replicas changes "
+                f"nothing: {describe(fact)}, so it already asks for {wanted}. While its pods "
+                "start, route wait."
+            )
     for fact in facts:
         if NamedIn.action not in fact.namedIn or fact.kind is not FactKind.Job:
             continue
