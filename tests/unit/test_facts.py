@@ -13,6 +13,7 @@ from goalkeeper.core.facts import (
     action_names,
     contradiction,
     goal_objects,
+    goal_print,
     names_in,
     stop_rule_checks,
     stop_rule_replicas,
@@ -151,6 +152,25 @@ def test_a_contradicted_observation_is_an_invalid_answer_naming_the_fact() -> No
     assert "Contradicted by the facts" in event.error and "Job build is suspended" in event.error
     status["facts"] = [job(succeeded=1, ended="Complete").model_dump(mode="json")]
     assert isinstance(step_event(StepKind.observe, 4, status), ObservationAccepted)
+
+
+def test_an_accepted_observation_carries_the_print_of_the_goals_objects() -> None:
+    def accepted(*facts: ObjectFacts) -> str:
+        status = {
+            "phase": "Succeeded",
+            "result": observation_dict("wait"),
+            "facts": [f.model_dump(mode="json") for f in facts],
+        }
+        event = step_event(StepKind.observe, 4, status)
+        assert isinstance(event, ObservationAccepted)
+        return event.facts_print
+
+    running = job(active=1)
+    assert accepted(running) == goal_print([running]) != ""
+    # Only the goal's objects count: one the task alone names may change freely.
+    assert accepted(running, deployment("other", NamedIn.task, replicas=5)) == accepted(running)
+    assert accepted(job(active=1, succeeded=1)) != accepted(running)
+    assert accepted() == ""
 
 
 def test_the_stop_rules_own_replica_count_holds_back_a_goal_complete() -> None:

@@ -468,3 +468,25 @@ def test_acts_days_apart_with_progress_between_them_never_brake() -> None:
         for done in (5, 15, 25):
             check(loop, running(done))
     assert loop.status.monitor is MonitorState.active
+
+
+def test_the_row_of_checks_that_read_the_goals_objects_the_same_reaches_the_next_step() -> None:
+    loop = Loop()
+    loop.start()
+
+    def read(facts_print: str) -> StepInput:
+        loop.send(ObservationAccepted(loop.seq, observation("wait"), facts_print=facts_print))
+        loop.later(30)
+        [launch] = [e for e in loop.send(TimerDue()) if isinstance(e, LaunchStep)]
+        return launch.input
+
+    rows = [(p, (s := read(p)).factsPrint, s.factsSince, s.check) for p in "aabb" + "c"]
+    assert rows == [
+        ("a", "a", 1, 2),
+        ("a", "a", 1, 3),  # two checks in a row read the same: the row began at check 1
+        ("b", "b", 3, 4),
+        ("b", "b", 3, 5),
+        ("c", "c", 5, 6),
+    ]
+    # A check whose step read none of them ends the row.
+    assert (read("").factsPrint, loop.status.health.factsSince) == ("", 0)

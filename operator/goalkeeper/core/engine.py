@@ -109,9 +109,9 @@ def decide(
         case ExtractionRejected(seq, error):
             if turn.owns(seq, StepKind.extract):
                 turn.reject(error)
-        case ObservationAccepted(seq, observation):
+        case ObservationAccepted(seq, observation, _, facts_print):
             if turn.owns(seq, StepKind.observe):
-                turn.accept(observation)
+                turn.accept(observation, facts_print)
         case ObservationRejected(seq, error):
             if turn.owns(seq, StepKind.observe):
                 turn.reject(error)

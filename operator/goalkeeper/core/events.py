@@ -34,6 +34,8 @@ class ObservationAccepted:
     seq: int
     observation: Observation
     usage: StepUsage | None = None
+    # What the goal's objects held when it was made, as the step's code read them (a digest).
+    facts_print: str = ""
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,10 @@ the claim cannot be true in, so a correct observation is never refused for a gue
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
+from hashlib import sha256
 
 from goalkeeper.core.models import (
     ActionKind,
@@ -57,6 +59,16 @@ def action_names(mutation_set: Iterable[str], namespace: str) -> set[tuple[FactK
         if target.kind in kinds and "*" not in target.name:
             named.add((kinds[target.kind], target.name))
     return named
+
+
+def goal_print(facts: Sequence[ObjectFacts]) -> str:
+    """What the objects the goal names hold, as a digest: two checks with the same print read
+    the same states and counts of them. '' when the step read none of them."""
+    goal = sorted(goal_objects(facts), key=lambda f: f.ref)
+    if not goal:
+        return ""
+    held = [f.model_dump(mode="json", exclude={"namedIn"}) for f in goal]
+    return sha256(json.dumps(held, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def goal_objects(facts: Sequence[ObjectFacts]) -> list[ObjectFacts]:

@@ -124,6 +124,15 @@ def checked(
     return _judged(updated, now, policy, _asked_on(observation, namespace))
 
 
+def read_same(health: HealthState, facts_print: str, check: int) -> HealthState:
+    """The health with the row of checks that read the goal's objects the same, `check`
+    being the one just accepted: the row goes on while the print stays the same."""
+    if facts_print and facts_print == health.factsPrint:
+        return health
+    since = check if facts_print else 0
+    return health.model_copy(update={"factsPrint": facts_print, "factsSince": since})
+
+
 def _asked_on(observation: Observation, namespace: str) -> str:
     action = observation.action if observation.route is Route.act else None
     return acted_on(action, namespace) if action is not None else ""

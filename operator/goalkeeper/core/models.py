@@ -847,6 +847,14 @@ class HealthState(Model):
         "oldest first.",
     )
     failedSteps: Count = Field(default=0, description="Steps in a row that failed to run.")
+    factsPrint: Annotated[str, Field(max_length=64)] = Field(
+        default="",
+        description="What the objects the goal names held at the last check, as the step's "
+        "code read them (a digest); empty when it read none.",
+    )
+    factsSince: Count = Field(
+        default=0, description="The first check of the row that read them the same (0: none)."
+    )
     recoveredStall: Annotated[str, Field(max_length=64)] = Field(
         default="", description="The stalled state its one automatic recovery ran for."
     )
@@ -1186,6 +1194,12 @@ class StepInput(Model):
     task: Text8000
     stopWhen: Text4000
     previousObservation: Observation | None = None
+    factsPrint: Annotated[str, Field(max_length=64)] = Field(
+        default="", description="What the goal's objects held at the last check (a digest)."
+    )
+    factsSince: Count = Field(
+        default=0, description="The first check of the row that read them the same (0: none)."
+    )
     progressSummary: Annotated[str, Field(max_length=4000)] = ""
     contract: Contract | None = None
     authorizedActions: Annotated[list[AuthorizedAction], Field(max_length=ACTIONS_MAX)] = Field(

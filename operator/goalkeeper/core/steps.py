@@ -27,7 +27,7 @@ from goalkeeper.core.engine import (
     StepFinished,
     TimerDue,
 )
-from goalkeeper.core.facts import contradiction
+from goalkeeper.core.facts import contradiction, goal_print
 from goalkeeper.core.models import (
     MUTATING_STEPS,
     ActionResult,
@@ -199,7 +199,9 @@ def step_event(
         refuted = contradiction(observation, status.facts, stop_when, check)
         if refuted is not None:
             return ObservationRejected(seq, f"Contradicted by the facts: {refuted}", usage=usage)
-        return ObservationAccepted(seq, observation, usage=usage)
+        return ObservationAccepted(
+            seq, observation, usage=usage, facts_print=goal_print(status.facts)
+        )
     try:
         return StepFinished(seq, ActionResult.model_validate(status.result or {}), usage=usage)
     except ValidationError as error:

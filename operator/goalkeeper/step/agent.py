@@ -24,7 +24,13 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from goalkeeper.core.facts import action_names, contradiction, goal_objects, runs_earlier_config
+from goalkeeper.core.facts import (
+    action_names,
+    contradiction,
+    goal_objects,
+    goal_print,
+    runs_earlier_config,
+)
 from goalkeeper.core.guards import named_action
 from goalkeeper.core.models import (
     ActionResult,
@@ -218,7 +224,8 @@ async def run_observe(
     `worked_example` a worked check at the end of its system prompt."""
     toolset = observe_toolset(tools)
     refusals = Refusals(step_input, tools, worked_example, log)
-    sheet = facts.sheet(_named_objects(step_input, tools), tools.k8s_get)
+    read = _named_objects(step_input, tools)
+    sheet = facts.sheet(read, tools.k8s_get) + unchanged(step_input, facts.facts_of(read))
     user = prompts.observe_user_prompt(
         step_input,
         fence_id=tools.config.fence_id,
@@ -259,6 +266,20 @@ async def run_observe(
         read = _named_objects(step_input, tools, mutation_set or [])
         outcome.facts = facts.facts_of(read)
     return outcome
+
+
+def unchanged(step_input: StepInput, read: Sequence[ObjectFacts]) -> str:
+    """The fact sheet's line saying that the goal's objects read the same as at the checks
+    before, for how many in a row; '' when they changed or none was read. Seen: a task's
+    "no completion for 2 checks in a row" never noticed, each check waiting again."""
+    since = step_input.factsSince
+    if not since or since >= step_input.check or goal_print(read) != step_input.factsPrint:
+        return ""
+    row = step_input.check - since + 1
+    return (
+        f"\n- Unchanged: the objects the goal names read exactly the same at every check "
+        f"since check {since}: {row} checks in a row, this one included."
+    )
 
 
 # A refusal by the facts of a goal or work state or a route ("... goal 'complete' contradicts").

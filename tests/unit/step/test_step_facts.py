@@ -11,6 +11,7 @@ from tests.support.observations import action, observation_dict
 from tests.support.step_fakes import FakeKube, config_map, deployment, step_input
 from tests.unit.step.test_step_agent import FID, final, scripted, tools
 
+from goalkeeper.core.facts import goal_print
 from goalkeeper.core.models import FactKind, JobEnd, NamedIn
 from goalkeeper.step import facts
 from goalkeeper.step.agent import RunLimits, run_act, run_observe
@@ -95,6 +96,26 @@ async def test_the_first_request_shows_the_fact_sheet_and_the_answer_carries_a_f
     assert "- Job shop/report-gen: suspended; active 0" in user
     [fact] = outcome.facts
     assert (fact.suspended, fact.active) == (False, 1)
+
+
+async def test_the_sheet_says_how_many_checks_in_a_row_read_the_goals_objects_the_same() -> None:
+    running = job("report-gen", active=1)
+    [before] = facts.facts_of(facts.read(FakeKube([running]), "shop", task=TASK, stop_when=STOP))
+    same = {"factsPrint": goal_print([before]), "factsSince": 2}
+
+    async def sheet(kube: FakeKube, **given: Any) -> str:
+        model, seen = scripted(final(observation_dict("wait")))
+        step = step_input(task=TASK, stopWhen=STOP, **given)
+        assert (await run_observe(step, model, tools(kube))).ok
+        return str(seen[0][0].parts[-1].content)  # type: ignore[union-attr]
+
+    line = "- Unchanged: the objects the goal names read exactly the same at every check since"
+    told = await sheet(FakeKube([running]), check=4, **same)
+    assert f"{line} check 2: 3 checks in a row, this one included." in told
+    # Moved since, or nothing recorded: no such line.
+    moved = FakeKube([job("report-gen", active=1, succeeded=1)])
+    assert line not in await sheet(moved, check=4, **same)
+    assert line not in await sheet(FakeKube([running]), check=4)
 
 
 async def test_the_observed_action_names_objects_read_after_the_answer() -> None:

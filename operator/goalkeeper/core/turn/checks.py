@@ -43,7 +43,7 @@ class Turn(Asking):
             return  # waiting: the timer drives the next decision
         self.launch_observe()
 
-    def accept(self, observation: Observation) -> None:
+    def accept(self, observation: Observation, facts_print: str = "") -> None:
         st = self.status
         step = st.step
         assert step is not None  # owns() checked it
@@ -64,6 +64,7 @@ class Turn(Asking):
         self.judge_health(
             health.checked(st.health, observation, self.now, self.policy, self.context.namespace)
         )
+        st.health = health.read_same(st.health, facts_print, st.checks)
 
         widening = self.record_authority(observation)
         if widening is not None:

@@ -128,6 +128,8 @@ class Launching(TurnBase):
                 task=self.spec.task,
                 stopWhen=self.spec.stopWhen,
                 previousObservation=st.lastObservation and st.lastObservation.without_authority(),
+                factsPrint=st.health.factsPrint,
+                factsSince=st.health.factsSince,
                 progressSummary=prompt_summary(st.progress, self.now),
                 contract=st.contract,
                 authorizedActions=st.authorizedActions,
