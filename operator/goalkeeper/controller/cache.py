@@ -10,9 +10,9 @@ and every read hands out a copy nobody else holds. `CachedApi` answers the recon
 from it and falls through to the API on a miss, so a cache that has not caught up yet
 (a watch still listing, an event in transit) costs one read and never a wrong answer
 about existence. At a start, a read of a step, Job or pod that misses first waits (a few
-seconds at most) for kopf's lists of those kinds to be in: Monitors come from their own
-watch, often listed sooner, and each resumed monitor would otherwise read its step, Job and
-pod from the API server. Staleness is caught where it matters: a status write carries the
+seconds at most) for the lists of those kinds to be in: each kind has a watch of its own,
+and Monitors are often listed sooner; each resumed monitor would otherwise read its step,
+Job and pod from the API server. Staleness is caught where it matters: a status write carries the
 resourceVersion it was decided from, and a conflict drops the entry so the next read is
 fresh; every other effect is idempotent under its deterministic name.
 """
@@ -44,12 +44,10 @@ ACCOUNT_TTL = 300.0
 
 MONITOR, STEP, JOB, POD = "Monitor", "MonitorStep", "Job", "Pod"
 MODEL_CONFIG = "ModelConfig"
-# The kinds kopf lists at a start that a resumed monitor reads (handlers.register).
+# The kinds listed at a start that a resumed monitor reads (run.py's own watches).
 LISTED_KINDS = (STEP, JOB, POD)
-# How long a read that misses one of them waits for those lists. Only a cluster with none
-# of these objects never says so, and there a miss is rare (a recorded step deleted). Kept
-# short: with 1,000 of each on 2 cores kopf took over 30 s, and a 30 s wait doubled the
-# resume's time (bench part 3).
+# How long a read that misses one of them waits for those lists: a bound for a list that
+# cannot be made (refused, or the API server away), after which reads go past the cache.
 LISTS_WAIT = 5.0
 
 STEP_ANNOTATIONS = (ANNOTATION_LAUNCH, ANNOTATION_LAUNCHED_AT)
@@ -147,7 +145,7 @@ class WatchCache:
     """One entry per live object of ours, fed by the watches and by our own writes."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, listed: bool = True) -> None:
-        """`listed`: whether kopf's lists of `LISTED_KINDS` count as in already; the
+        """`listed`: whether the lists of `LISTED_KINDS` count as in already; the
         operator starts with False and calls `lists_in` once they are."""
         self._listed = asyncio.Event()
         if listed:
@@ -249,9 +247,12 @@ class WatchCache:
     def lists_in(self) -> None:
         self._listed.set()
 
+    def lists_are_in(self) -> bool:
+        return self._listed.is_set()
+
     async def wait_for_lists(self) -> None:
-        """Return once kopf's lists of `LISTED_KINDS` are in, or after `LISTS_WAIT`."""
-        if self._listed.is_set():
+        """Return once the lists of `LISTED_KINDS` are in, or after `LISTS_WAIT`."""
+        if self.lists_are_in():
             return
         try:
             await asyncio.wait_for(self._listed.wait(), LISTS_WAIT)

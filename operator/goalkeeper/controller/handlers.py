@@ -1,13 +1,11 @@
 """Watch handlers: each cluster event updates the watch cache and names the Monitor it
-concerns. Thin by design. Monitors come from the operator's own watch (`monitors`), every
-other kind through kopf.
+concerns. Thin by design. Monitors, steps, Jobs and pods come from the operator's own
+watches (`listwatch`), as (type, body): ADDED, MODIFIED, DELETED, or LISTED for an item of
+a list. Approvals, ModelConfigs and sinks come through kopf.
 
-Only watch-event and index handlers are used: they need no finalizer (deleting a Monitor is
-never blocked) and write no kopf bookkeeping into the resources. Steps, Jobs and pods are
-kept by index handlers, which kopf runs while it lists; it runs no other handler until
-every indexed list is in, so the first event handler called says the cache holds them all.
-What happened is worked out by the reconcile from the current state (the cache), never
-from the event itself.
+Of kopf only watch-event handlers are used: they need no finalizer (deleting a Monitor is
+never blocked) and write no kopf bookkeeping into the resources. What happened is worked
+out by the reconcile from the current state (the cache), never from the event itself.
 """
 
 from __future__ import annotations
@@ -19,13 +17,7 @@ import kopf
 
 from goalkeeper.controller import metrics
 from goalkeeper.controller.cache import JOB, MODEL_CONFIG, MONITOR, POD, STEP, WatchCache
-from goalkeeper.controller.manifests import (
-    ANNOTATION_MONITOR,
-    GROUP,
-    LABEL_SEQ,
-    LABEL_STEP,
-    VERSION,
-)
+from goalkeeper.controller.manifests import ANNOTATION_MONITOR, GROUP, LABEL_SEQ, VERSION
 from goalkeeper.controller.workqueue import WorkQueue
 from goalkeeper.core.steps import TERMINAL_PHASES
 
@@ -33,41 +25,23 @@ log = logging.getLogger("goalkeeper.handlers")
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
-    kopf.index(GROUP, VERSION, "monitorsteps", registry=registry)(keep_step)
-    kopf.on.event(GROUP, VERSION, "monitorsteps", registry=registry)(on_step)
-    # The same label is also selected server-side (run.py): only step Jobs and pods come.
-    ours = {LABEL_STEP: kopf.PRESENT}
-    kopf.index("batch", "v1", "jobs", labels=ours, registry=registry)(keep_job)
-    kopf.on.event("batch", "v1", "jobs", labels=ours, registry=registry)(on_job)
-    kopf.index("", "v1", "pods", labels=ours, registry=registry)(keep_pod)
-    kopf.on.event("", "v1", "pods", labels=ours, registry=registry)(on_pod)
     kopf.on.event(GROUP, VERSION, "monitorapprovals", registry=registry)(on_approval)
     kopf.on.event(GROUP, VERSION, "modelconfigs", registry=registry)(on_model_config)
     kopf.on.event(GROUP, VERSION, "notificationsinks", registry=registry)(on_sink)
 
 
-def keep_step(body: kopf.Body, memo: Any, **_: Any) -> None:
-    # Index nothing: the cache is the index (returning None keeps kopf's own empty).
-    memo.cache.put(STEP, dict(body))
-
-
-def keep_job(body: kopf.Body, memo: Any, **_: Any) -> None:
-    memo.cache.put(JOB, dict(body))
-
-
-def keep_pod(body: kopf.Body, memo: Any, **_: Any) -> None:
-    memo.cache.put(POD, dict(body))
-
-
-def _dropped(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) -> bool:
-    """Forget a deleted object (kopf runs no index handler for a deletion); True when it
-    was deleted. Called first in an event handler of an indexed kind: every list is in."""
-    cache.lists_in()
-    return _forgot(cache, kind, event, body)
+def _kept(cache: WatchCache, kind: str, event: str, body: dict[str, Any]) -> bool:
+    """Keep the cache in step with one event of an own watch; True when it is a deletion."""
+    if event == "DELETED":
+        meta = body.get("metadata") or {}
+        cache.drop(kind, str(meta.get("namespace")), str(meta.get("name")), body)
+        return True
+    cache.put(kind, body)
+    return False
 
 
 def _forgot(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) -> bool:
-    """Drop the object of a deletion from the cache; True when `event` is one."""
+    """Drop the object of a kopf deletion event from the cache; True when `event` is one."""
     if event.get("type") != "DELETED":
         return False
     raw = dict(event.get("object") or body)
@@ -85,8 +59,7 @@ def _track(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) 
 
 
 def on_monitor(memo: Any, event: str, body: dict[str, Any]) -> None:
-    """One event of the operator's own watch of Monitors (`monitors.MonitorWatch`):
-    ADDED, MODIFIED, DELETED, or LISTED for an item of a list."""
+    """One event of the operator's own watch of Monitors."""
     meta = body.get("metadata") or {}
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     log.debug("%s/%s: Monitor event %s", namespace, name, event)
@@ -112,24 +85,23 @@ def on_monitor(memo: Any, event: str, body: dict[str, Any]) -> None:
     queue.observe(namespace, name, body)
 
 
-async def on_step(
-    *, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
-) -> None:
-    deleted = _dropped(memo.cache, STEP, event, body)
+def on_step(memo: Any, event: str, body: dict[str, Any]) -> None:
+    deleted = _kept(memo.cache, STEP, event, body)
+    namespace = (body.get("metadata") or {}).get("namespace")
     monitor = (body.get("spec") or {}).get("monitor")
-    if namespace is None or not isinstance(monitor, str):
+    if not isinstance(namespace, str) or not isinstance(monitor, str):
         return
     if deleted or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
         seq = (body.get("spec") or {}).get("seq")
         memo.queue.step_changed(namespace, monitor, seq if isinstance(seq, int) else None)
 
 
-async def on_job(
-    *, event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
-) -> None:
-    deleted = _dropped(memo.cache, JOB, event, body)
-    monitor = (body.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_MONITOR)
-    if namespace is None or not isinstance(monitor, str):
+def on_job(memo: Any, event: str, body: dict[str, Any]) -> None:
+    deleted = _kept(memo.cache, JOB, event, body)
+    meta = body.get("metadata") or {}
+    namespace = meta.get("namespace")
+    monitor = (meta.get("annotations") or {}).get(ANNOTATION_MONITOR)
+    if not isinstance(namespace, str) or not isinstance(monitor, str):
         return
     conditions = (body.get("status") or {}).get("conditions") or []
     failed = any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
@@ -137,14 +109,14 @@ async def on_job(
         memo.queue.step_changed(namespace, monitor, _seq(body))
 
 
-def _seq(body: kopf.Body) -> int | None:
+def _seq(body: dict[str, Any]) -> int | None:
     value = (body.get("metadata", {}).get("labels") or {}).get(LABEL_SEQ)
     return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
-async def on_pod(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+def on_pod(memo: Any, event: str, body: dict[str, Any]) -> None:
     # Read when a result names its pod; nothing to reconcile on a pod's own change.
-    _dropped(memo.cache, POD, event, body)
+    _kept(memo.cache, POD, event, body)
 
 
 async def on_approval(

@@ -11,6 +11,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -18,12 +19,18 @@ from kubernetes import client, config
 
 from goalkeeper.controller import metrics
 from goalkeeper.controller.api import API_THREADS, KubeApi
-from goalkeeper.controller.cache import MONITOR, CachedApi, WatchCache
+from goalkeeper.controller.cache import JOB, MONITOR, POD, STEP, CachedApi, WatchCache
 from goalkeeper.controller.configs import keep_config_statuses
-from goalkeeper.controller.handlers import on_monitor, register
+from goalkeeper.controller.handlers import on_job, on_monitor, on_pod, on_step, register
 from goalkeeper.controller.leader import LeaderElector, standby_health
+from goalkeeper.controller.listwatch import (
+    ListWatch,
+    job_source,
+    monitor_source,
+    pod_source,
+    step_source,
+)
 from goalkeeper.controller.manifests import GROUP, LABEL_STEP
-from goalkeeper.controller.monitors import KubeMonitorSource, MonitorWatch
 from goalkeeper.controller.notify import (
     ClusterNotifyApi,
     HttpDelivery,
@@ -75,9 +82,8 @@ def api_client() -> Any:
     return client.ApiClient(configuration)
 
 
-def build_registry(shard: str = "") -> kopf.OperatorRegistry:
-    """The handlers and settings; `shard`, a label selector, narrows every watch of the
-    Monitors' steps (MonitorSteps, Jobs, pods carry their monitor's labels) to it."""
+def build_registry() -> kopf.OperatorRegistry:
+    """kopf's handlers (approvals, ModelConfigs, sinks) and settings."""
     registry = kopf.OperatorRegistry()
     register(registry)
 
@@ -88,15 +94,7 @@ def build_registry(shard: str = "") -> kopf.OperatorRegistry:
         settings.watching.server_timeout = 270
         settings.watching.client_timeout = 300
         settings.watching.connect_timeout = 30
-        # Only step Jobs and pods reach the operator, not every Job and pod of the cluster;
-        # initial lists come in pages, and a burst of events runs on a bounded set of workers.
-        settings.watching.label_selectors["batch", "jobs"] = LABEL_STEP
-        settings.watching.label_selectors["", "pods"] = LABEL_STEP
-        if shard:
-            settings.watching.label_selectors[GROUP, "monitorsteps"] = shard
-            # Joined with the step label above: kopf ANDs every selector of a resource.
-            settings.watching.label_selectors["batch", "jobs"] = f"{LABEL_STEP},{shard}"
-            settings.watching.label_selectors["", "pods"] = f"{LABEL_STEP},{shard}"
+        # Initial lists come in pages, and a burst of events runs on a bounded set of workers.
         settings.watching.chunk_size = LIST_PAGE
         settings.queueing.worker_limit = WATCH_WORKERS
         # A worker holds its slot while it idles: short, or a new object's first event
@@ -242,16 +240,11 @@ async def _run_kopf(
         notifier=notifier,
         shard=settings.shardSelector,
     )
-    monitor_watch = MonitorWatch(
-        KubeMonitorSource(api, settings.shardSelector),
-        settings.namespaces,
-        functools.partial(on_monitor, memo),
-        known=lambda: cache.keys(MONITOR),
-    )
-    watching = asyncio.get_running_loop().create_task(monitor_watch.run())
+    own = own_watches(api, settings.namespaces, settings.shardSelector, memo)
+    watching = asyncio.get_running_loop().create_task(_watch_all(own))
     try:
         await kopf.operator(
-            registry=build_registry(settings.shardSelector),
+            registry=build_registry(),
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
             standalone=True,
@@ -275,6 +268,55 @@ async def _run_kopf(
         spans.close()
         await queue.close()
         await watches.close()
+
+
+def own_watches(api: Any, namespaces: list[str], shard: str, memo: Any) -> list[ListWatch]:
+    """The operator's own watches: Monitors (of `shard`, a label selector, when one is
+    given), and their steps, Jobs and pods, whose lists ring the cache's `lists_in`."""
+    cache: WatchCache = memo.cache
+    # Only step Jobs and pods, not every Job and pod of the cluster; a shard's steps, Jobs
+    # and pods carry their monitor's labels, so its selector narrows them alike.
+    ours = f"{LABEL_STEP},{shard}" if shard else LABEL_STEP
+    listed = _AllListed(3, cache.lists_in)
+    return [
+        ListWatch(
+            monitor_source(api, shard),
+            namespaces,
+            functools.partial(on_monitor, memo),
+            known=lambda: cache.keys(MONITOR),
+        ),
+        *(
+            ListWatch(
+                source,
+                namespaces,
+                functools.partial(handler, memo),
+                known=functools.partial(cache.keys, kind),
+                on_listed=listed.one,
+            )
+            for source, handler, kind in (
+                (step_source(api, shard), on_step, STEP),
+                (job_source(api, ours), on_job, JOB),
+                (pod_source(api, ours), on_pod, POD),
+            )
+        ),
+    ]
+
+
+@dataclass
+class _AllListed:
+    """Calls `then` once `count` lists have said they are in."""
+
+    count: int
+    then: Callable[[], None]
+
+    def one(self) -> None:
+        self.count -= 1
+        if self.count == 0:
+            self.then()
+
+
+async def _watch_all(watches: list[ListWatch]) -> None:
+    await asyncio.gather(*(w.run() for w in watches))
 
 
 async def _follow(source: asyncio.Event, target: asyncio.Event) -> None:

@@ -1,12 +1,15 @@
-"""The kopf configuration the operator runs with."""
+"""The kopf configuration the operator runs with, and its own watches."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import kopf
+from kubernetes import client
 
-from goalkeeper.controller.run import NoDiffBase, build_registry
+from goalkeeper.controller.cache import WatchCache
+from goalkeeper.controller.listwatch import ListWatch
+from goalkeeper.controller.run import NoDiffBase, build_registry, own_watches
 
 
 def _configured() -> kopf.OperatorSettings:
@@ -24,7 +27,7 @@ def test_no_handler_needs_kopfs_diff_of_a_body() -> None:
     registry = build_registry()
     assert not list(registry._changing.get_all_handlers())
     assert not list(registry._spawning.get_all_handlers())
-    assert len(list(registry._watching.get_all_handlers())) == 6
+    assert len(list(registry._watching.get_all_handlers())) == 3
 
 
 def test_bodies_are_not_copied_for_a_diff() -> None:
@@ -35,18 +38,51 @@ def test_bodies_are_not_copied_for_a_diff() -> None:
     assert storage.fetch(body=body) is None
 
 
-def test_step_jobs_and_pods_are_selected_by_the_server() -> None:
-    selectors = _configured().watching.label_selectors
-    assert selectors["batch", "jobs"] == selectors["", "pods"] == "goalkeeper.dev/step"
-
-
-def test_steps_jobs_and_pods_are_kept_while_kopf_lists_them() -> None:
-    # kopf runs index handlers while it lists and holds every other handler until all
-    # indexed lists are in: the cache's `lists_in` is rung by the first one after.
+def test_kopf_watches_approvals_configs_and_sinks_only() -> None:
+    # Monitors, steps, Jobs and pods are the operator's own watches (own_watches).
     registry = build_registry()
-    indexed = {
+    watched = {
         (handler.selector.group, handler.selector.any_name)
-        for handler in registry._indexing.get_all_handlers()
+        for handler in registry._watching.get_all_handlers()
         if handler.selector is not None
     }
-    assert indexed == {("goalkeeper.dev", "monitorsteps"), ("batch", "jobs"), ("", "pods")}
+    assert watched == {
+        ("goalkeeper.dev", "monitorapprovals"),
+        ("goalkeeper.dev", "modelconfigs"),
+        ("goalkeeper.dev", "notificationsinks"),
+    }
+    assert not list(registry._indexing.get_all_handlers())
+
+
+def _own(shard: str) -> tuple[list[ListWatch], WatchCache]:
+    cache = WatchCache(listed=False)
+    memo = kopf.Memo(cache=cache, queue=None, shard=shard)
+    return own_watches(client.ApiClient(), ["team-a"], shard, memo), cache
+
+
+def test_own_watches_select_steps_jobs_and_pods_by_the_step_label_and_the_shard() -> None:
+    watches, _ = _own("")
+    assert [(w.source.what, w.source.selector) for w in watches] == [
+        ("Monitors", ""),
+        ("MonitorSteps", ""),
+        ("Jobs", "goalkeeper.dev/step"),
+        ("pods", "goalkeeper.dev/step"),
+    ]
+    watches, _ = _own("goalkeeper.dev/shard=b")
+    assert [w.source.selector for w in watches] == [
+        "goalkeeper.dev/shard=b",
+        "goalkeeper.dev/shard=b",
+        "goalkeeper.dev/step,goalkeeper.dev/shard=b",
+        "goalkeeper.dev/step,goalkeeper.dev/shard=b",
+    ]
+
+
+async def test_the_cache_counts_its_lists_in_once_steps_jobs_and_pods_are_all_listed() -> None:
+    watches, cache = _own("")
+    monitors, steps, jobs, pods = watches
+    monitors.on_listed()  # the Monitors' list is not one a resumed check waits for
+    steps.on_listed()
+    jobs.on_listed()
+    assert not cache.lists_are_in()
+    pods.on_listed()
+    assert cache.lists_are_in()

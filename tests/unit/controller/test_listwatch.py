@@ -1,5 +1,5 @@
-"""The operator's own watch of Monitors without a cluster: a source whose pages and events
-the test sets, and the events the watch hands on."""
+"""The operator's own watches without a cluster: a source whose pages and events the test
+sets, and the events the watch hands on."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from goalkeeper.controller import monitors
-from goalkeeper.controller.monitors import MonitorWatch, Page
+from goalkeeper.controller import listwatch
+from goalkeeper.controller.listwatch import ListWatch, Page
 from goalkeeper.controller.targets import Gone
 
 NS = "team-a"
@@ -25,6 +25,8 @@ def monitor(name: str, version: str = "1", namespace: str = NS) -> dict[str, Any
 class Source:
     """Lists `items` (`page_size` a page) at `version`; a watch yields what `send` queues,
     raising what `fail` queues."""
+
+    what = "Monitors"
 
     def __init__(self, *items: dict[str, Any], page_size: int = 2) -> None:
         self.items = list(items)
@@ -84,7 +86,7 @@ async def until(predicate: Callable[[], Any]) -> None:
     raise AssertionError("timed out")
 
 
-async def running(watch: MonitorWatch) -> asyncio.Task[None]:
+async def running(watch: ListWatch) -> asyncio.Task[None]:
     return asyncio.get_running_loop().create_task(watch.run())
 
 
@@ -97,7 +99,7 @@ async def stopped(task: asyncio.Task[None]) -> None:
 async def test_every_page_is_handed_on_then_the_watch_starts_at_the_lists_version() -> None:
     source = Source(*(monitor(f"m-{i}") for i in range(5)))
     seen = Seen()
-    task = await running(MonitorWatch(source, [NS], seen, known=lambda: seen.known))
+    task = await running(ListWatch(source, [NS], seen, known=lambda: seen.known))
     try:
         await until(lambda: source.watches)
         assert [e[:2] for e in seen.events] == [("LISTED", f"m-{i}") for i in range(5)]
@@ -120,7 +122,7 @@ async def test_every_page_is_handed_on_then_the_watch_starts_at_the_lists_versio
 async def test_a_bookmark_moves_the_resume_point_and_is_not_an_event() -> None:
     source = Source(monitor("m-1"))
     seen = Seen()
-    task = await running(MonitorWatch(source, [NS], seen, known=lambda: seen.known))
+    task = await running(ListWatch(source, [NS], seen, known=lambda: seen.known))
     try:
         await until(lambda: source.watches)
         source.send("BOOKMARK", {"metadata": {"resourceVersion": "40"}})
@@ -136,10 +138,10 @@ async def test_a_bookmark_moves_the_resume_point_and_is_not_an_event() -> None:
 async def test_a_failed_watch_is_retried_from_where_it_was(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(monitors, "RETRY_FIRST", 0.01)
+    monkeypatch.setattr(listwatch, "RETRY_FIRST", 0.01)
     source = Source(monitor("m-1"))
     seen = Seen()
-    task = await running(MonitorWatch(source, [NS], seen, known=lambda: seen.known))
+    task = await running(ListWatch(source, [NS], seen, known=lambda: seen.known))
     try:
         await until(lambda: source.watches)
         source.send("MODIFIED", monitor("m-1", "15"))
@@ -154,7 +156,7 @@ async def test_a_failed_watch_is_retried_from_where_it_was(
 async def test_a_watch_too_old_lists_again_and_reports_what_went_meanwhile() -> None:
     source = Source(monitor("m-1"), monitor("m-2"), monitor("m-3"))
     seen = Seen()
-    task = await running(MonitorWatch(source, [NS], seen, known=lambda: seen.known))
+    task = await running(ListWatch(source, [NS], seen, known=lambda: seen.known))
     try:
         await until(lambda: source.watches)
         # While the watch was down m-2 was deleted and m-4 made; the server says "too old".
@@ -173,11 +175,28 @@ async def test_a_watch_too_old_lists_again_and_reports_what_went_meanwhile() -> 
         await stopped(task)
 
 
+async def test_the_lists_are_said_to_be_in_once_when_every_namespace_has_listed() -> None:
+    source = Source(monitor("m-1", namespace="a"), monitor("m-2", namespace="b"))
+    seen, listed = Seen(), []
+    watch = ListWatch(
+        source, ["a", "b"], seen, known=lambda: seen.known, on_listed=lambda: listed.append(1)
+    )
+    task = await running(watch)
+    try:
+        await until(lambda: len(source.watches) == 2)
+        assert {p[0] for p in source.pages} == {"a", "b"} and listed == [1]
+        source.events.put(Gone("too old resource version"))
+        await until(lambda: len(source.watches) == 3)
+        assert listed == [1]  # a list again after a gap is no new start
+    finally:
+        await stopped(task)
+
+
 async def test_with_no_namespace_named_one_stream_covers_the_cluster() -> None:
     source = Source(monitor("m-1", namespace="a"), monitor("m-2", namespace="b"))
     seen = Seen()
     known = {("a", "gone"): "1"}
-    task = await running(MonitorWatch(source, [], seen, known=lambda: {**known, **seen.known}))
+    task = await running(ListWatch(source, [], seen, known=lambda: {**known, **seen.known}))
     try:
         await until(lambda: source.watches)
         assert source.pages[0] == ("", "")
@@ -190,7 +209,7 @@ async def test_a_stream_per_namespace_leaves_the_others_monitors_alone() -> None
     source = Source(monitor("m-1", namespace="a"))
     seen = Seen()
     known = {("b", "elsewhere"): "1"}
-    task = await running(MonitorWatch(source, ["a"], seen, known=lambda: known))
+    task = await running(ListWatch(source, ["a"], seen, known=lambda: known))
     try:
         await until(lambda: source.watches)
         assert [e[0] for e in seen.events] == ["LISTED"]
@@ -207,7 +226,7 @@ async def test_one_monitors_failing_event_leaves_the_stream_and_the_others_alone
             raise ValueError("a body the handler cannot read")
         seen(kind, body)
 
-    task = await running(MonitorWatch(source, [NS], handle, known=lambda: seen.known))
+    task = await running(ListWatch(source, [NS], handle, known=lambda: seen.known))
     try:
         await until(lambda: source.watches)
         source.send("MODIFIED", monitor("bad", "11"))
