@@ -472,6 +472,14 @@ _GRANT_LISTS = (
 )
 
 
+# Why a grant is dropped for its quote alone: another sentence of the same words may give it.
+QUOTE_NOT_FOUND = "its quote is not in the task, the stop rule or the instructions"
+QUOTE_ACROSS_SOURCES = "its quote runs across two sources of words"
+QUOTE_NAMES_NOT = "its quote does not name it"
+QUOTE_ALLOWS_NO_CHANGE = "its quote allows no change (it says what to finish or watch)"
+MISQUOTED = (QUOTE_NOT_FOUND, QUOTE_ACROSS_SOURCES, QUOTE_NAMES_NOT, QUOTE_ALLOWS_NO_CHANGE)
+
+
 def pin(
     spec: MonitorSpec,
     extraction: AuthorityExtraction,
@@ -493,15 +501,15 @@ def pin(
         named = None if field == "allowedResources" else _shares_word
         where = source.locate(quote)
         if where is None:
-            return "its quote is not in the task, the stop rule or the instructions"
+            return QUOTE_NOT_FOUND
         if source.origin(quote) is None:
-            return "its quote runs across two sources of words"
+            return QUOTE_ACROSS_SOURCES
         if any(forbids(s) for s in where):
             return "it is quoted from a sentence that forbids"
         if not (named(entry, quote) if named else _names_target(entry, where, quote)):
-            return "its quote does not name it"
+            return QUOTE_NAMES_NOT
         if field in _CHANGES and not any(_allows_a_change(s) for s in where):
-            return "its quote allows no change (it says what to finish or watch)"
+            return QUOTE_ALLOWS_NO_CHANGE
         instructed = source.origin(quote) in (
             Words.clusterInstructions,
             Words.namespaceInstructions,

@@ -20,7 +20,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 
-from goalkeeper.core.authority import pin, sentences
+from goalkeeper.core.authority import MISQUOTED, pin, sentences
 from goalkeeper.core.models import AuthorityExtraction, MonitorSpec, StepInput
 from goalkeeper.step.agent import RunLimits, StepOutcome, run_agent
 from goalkeeper.step.fence import neutralise
@@ -173,25 +173,32 @@ class QuoteChoices(AbstractCapability[Any]):
 @dataclass
 class HeldToTheWords:
     """Holds a reading to the person's words as the engine will (core/authority.py `pin`):
-    a grant it would drop is named to the model, which reads again, once per retry left.
-    Seen: a Job's grant quoting the goal ("Run the postcode import ... to completion")
-    instead of the sentence allowing its resume, so the run had an action and no object."""
+    a grant it would drop for its quote alone is named to the model, which reads again,
+    once per retry left. A grant the words forbid is left for the engine to drop: no quote
+    saves it. Seen: a Job's grant quoting the goal ("Run the postcode import ... to
+    completion") instead of the sentence allowing its resume, so the run had an action
+    and no object."""
 
     step_input: StepInput
+    log: StepLog | None = None
 
     def check(self, ctx: RunContext[Any], extraction: AuthorityExtraction) -> Any:
         if ctx.last_attempt:
             return extraction  # the engine drops what the words do not give
         spec = MonitorSpec(task=self.step_input.task, stopWhen=self.step_input.stopWhen)
         pinned = pin(spec, extraction, generation=None, instructions=self.step_input.instructions)
-        if pinned.record.dropped:
-            raise ModelRetry(
+        misquoted = [d for d in pinned.record.dropped if any(m in d for m in MISQUOTED)]
+        if misquoted:
+            reason = (
                 "The operator would drop these grants: "
-                + "; ".join(pinned.record.dropped)
-                + ". Quote for each grant the sentence that allows its change in so many words "
-                "(naming the object with its kind), never the goal; leave out any grant no "
-                "sentence gives."
+                + "; ".join(misquoted)
+                + ". Quote for each grant the sentence that allows its change in so many "
+                "words (naming the object with its kind), never the goal; leave out any grant "
+                "no sentence gives."
             )
+            if self.log is not None:
+                self.log.emit("answer_refused", reason=reason[:500])
+            raise ModelRetry(reason)
         return extraction
 
 
@@ -217,7 +224,7 @@ async def run_extract(
         model_settings=model_settings,
         log=log,
         capability=QuoteChoices(tuple(quote_choices(step_input))),
-        validate=HeldToTheWords(step_input).check,
+        validate=HeldToTheWords(step_input, log).check,
     )
 
 

@@ -13,6 +13,8 @@ from tests.support.model_server import Final, ModelServer
 from tests.support.step_fakes import step_input
 from tests.unit.step.test_step_instructions import model
 
+from goalkeeper.core.authority import pin
+from goalkeeper.core.models import AuthorityExtraction, MonitorSpec
 from goalkeeper.step.agent import RunLimits
 from goalkeeper.step.extract import run_extract
 
@@ -61,3 +63,18 @@ async def test_with_no_retry_left_the_reading_stands_for_the_engine_to_judge(
     found = await run_extract(step, model(server), limits=RunLimits(output_retries=0))
     assert found.ok and found.result is not None, found.error
     assert found.result["allowedResources"][0]["quote"] == GOAL and len(server.bodies) == 1
+
+
+async def test_a_grant_the_words_forbid_is_left_for_the_engine_to_drop(server: ModelServer) -> None:
+    # No other quote gives what the task forbids: asking again would only cost a request.
+    forbidding = (
+        "Job geo-import is suspended; you may resume Job geo-import. Never resume Job geo-import."
+    )
+    server.script(Final(reading("you may resume Job geo-import.")))
+    step = step_input("extract", check=0, task=forbidding, stopWhen="Stop when it ends.")
+    found = await run_extract(step, model(server))
+    assert found.ok and found.result is not None, found.error
+    assert len(server.bodies) == 1
+    spec = MonitorSpec(task=forbidding, stopWhen="Stop when it ends.")
+    dropped = pin(spec, AuthorityExtraction.model_validate(found.result), generation=None)
+    assert any("forbids it" in d for d in dropped.record.dropped), dropped.record.dropped
