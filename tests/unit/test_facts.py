@@ -15,6 +15,7 @@ from goalkeeper.core.facts import (
     goal_objects,
     goal_print,
     names_in,
+    scaled_to,
     stop_rule_checks,
     stop_rule_replicas,
 )
@@ -267,6 +268,22 @@ def test_a_scale_to_the_count_the_spec_already_asks_for_is_refused() -> None:
     assert contradiction(scale("3 replicas", kind="repair"), [starting]) is None
     # No count read from the action's words: nothing to hold it against.
     assert contradiction(scale("three"), [starting]) is None
+
+
+@pytest.mark.parametrize(
+    ("action", "count"),
+    [
+        ("Scale StatefulSet queue-broker to 3 replicas.", 3),
+        ("Scale queue-broker: set replicas=3", 3),
+        ("Scale Deployment web from 3 replicas to 0.", 0),
+        ("Restart Deployment web so its 3 pods read the new ConfigMap.", None),
+        ("Scale Deployment web to 3 and restart it.", None),
+        ("Set image v2 on Deployment web (3 replicas).", None),
+        ("Scale Deployment web to 2 replicas, then to 4.", None),
+    ],
+)
+def test_a_scale_names_the_count_it_scales_to(action: str, count: int | None) -> None:
+    assert scaled_to(action) == count
 
 
 def test_a_restart_of_a_workload_already_on_the_current_config_is_refused() -> None:

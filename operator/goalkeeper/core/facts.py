@@ -147,6 +147,21 @@ def stop_rule_replicas(stop_when: str, name: str) -> int | None:
     return counts.pop() if len(counts) == 1 else None
 
 
+# "Scale StatefulSet queue-broker to 3 replicas", "scale web: set replicas=3".
+_SCALE = re.compile(r"\bscal")
+_SCALED_TO = re.compile(r"\bto\s+(\d+)\b|\breplicas\s*[=:]\s*(\d+)")
+
+
+def scaled_to(action: str) -> int | None:
+    """The one replica count a scale action names ("to 3", "replicas=3"); None for an
+    action that is no scale, restarts too, or names none or several."""
+    said = action.casefold()
+    if not _SCALE.search(said) or _RESTART.search(said):
+        return None
+    counts = {int(a or b) for a, b in _SCALED_TO.findall(said)}
+    return counts.pop() if len(counts) == 1 else None
+
+
 def _short_of_stop_rule(fact: ObjectFacts, stop_when: str) -> int | None:
     """The stop rule's replica count for `fact` when the workload is short of it."""
     wanted = stop_rule_replicas(stop_when, fact.name)
@@ -235,7 +250,7 @@ def contradiction(
     for fact in facts:
         if NamedIn.action not in fact.namedIn or fact.kind not in _WORKLOADS:
             continue
-        wanted = stop_rule_replicas(action.action, fact.name)
+        wanted = scaled_to(action.action)
         if wanted is not None and fact.replicas == wanted and action.kind is not ActionKind.repair:
             # Seen: a scale asked for again while the pods of the first one still started.
             return (
