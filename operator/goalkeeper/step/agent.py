@@ -521,8 +521,9 @@ async def run_act(
 
 # An action that asks for a Job to run again: "re-run", "recreate", "delete ... and create".
 _RERUN = re.compile(r"re-?run|recreat|\bdelet")
-# An action that asks for a workload's pods to be replaced: "restart", "roll out again".
-_RESTART = re.compile(r"restart|roll ?out")
+# An action that asks for a workload's pods to be replaced ("rollout restart", "redeploy"),
+# not one that only mentions a rollout ("roll out image v2", "wait for the rollout").
+_RESTART = re.compile(r"\brestart|\bredeploy")
 _RESTARTABLE = (FactKind.Deployment, FactKind.StatefulSet, FactKind.DaemonSet)
 
 

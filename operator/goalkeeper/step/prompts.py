@@ -355,7 +355,8 @@ def act_user_prompt(
     why = f"Incomplete: {action.incomplete}\nEvidence: {action.evidence}"
     mutations = "\n".join(f"- {m}" for m in action.mutationSet) or "- (none named)"
     if one_calls:
-        # Seen: a small model deleted a Job to re-run it and wrote it again from memory.
+        # Seen: a Job deleted to re-run it and written again from memory; a restart done as
+        # a scale to the same count.
         mutations += "\n" + "\n".join(one_calls)
     return f"""\
 Fence id for this run: {fence_id}

@@ -342,8 +342,11 @@ async def test_an_act_that_restarts_a_workload_is_told_the_one_call_that_does_it
     assert "call k8s_rollout_restart with kind Deployment and name web" in user
     template = kube.objects[("Deployment", "shop", "web")]["spec"]["template"]
     assert "kubectl.kubernetes.io/restartedAt" in template["metadata"]["annotations"]
-    # A scale names no restart, and is not pointed at it.
-    scale = action(action="Scale Deployment web to 2 replicas.", mutationSet=["deployments/web"])
+    # A scale names no restart, even one that waits for its rollout: it is not pointed at it.
+    scale = action(
+        action="Scale Deployment web to 2 replicas and wait for its rollout.",
+        mutationSet=["deployments/web"],
+    )
     model, seen = scripted(final({"outcome": "blocked", "evidence": "Not done."}))
     await run_act(
         step_input("act", action=scale), model, tools(kube, mutation_set=("deployments/web",))
