@@ -251,6 +251,7 @@ async def run_observe(
             refuted=lambda: refusals.refuted,
             id_names=lambda: refusals.id_names,
             copied=lambda: refusals.copied,
+            said=lambda: refusals.said,
         )
         if routed_output
         else None,
@@ -285,6 +286,7 @@ def unchanged(step_input: StepInput, read: Sequence[ObjectFacts]) -> str:
 # A refusal by the facts of a goal or work state or a route ("... goal 'complete' contradicts").
 REFUTED_CLAIM = re.compile(r"^Contradicted by the facts: (goal|work|route) '([a-z]+)' contradicts")
 COPIED = re.compile(r"^The answer repeats the worked example's (\w+) ")
+BORROWED = re.compile(r"^The action names the worked example's ")
 
 
 @dataclass
@@ -302,6 +304,9 @@ class Refusals:
     # The named objects' names, once an answer copied the example's ids
     id_names: list[str] = field(default_factory=list)
     copied: list[str] = field(default_factory=list)  # the fields an answer copied
+    # The recorded actions' words, once an action named the example's change (seen: its
+    # maxReplicas, refused again and again in the same step, for a Deployment's scale)
+    said: list[str] = field(default_factory=list)
     asked_again: bool = False  # whether a stop or a wait was asked about (once a step)
 
     def check(self, ctx: RunContext[Any], observation: Observation) -> Any:
@@ -333,6 +338,8 @@ class Refusals:
                 read = _named_objects(self.step_input, self.tools)
                 self.id_names = [o["metadata"]["name"] for o in read if o.get("metadata")]
                 self.copied.append(copy.group(1))
+            if BORROWED.match(self.last):
+                self.said = [a.description for a in self.step_input.authorizedActions]
             if self.log is not None:
                 self.log.emit("answer_refused", reason=self.last[:500])
             raise

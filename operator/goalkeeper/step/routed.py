@@ -131,6 +131,7 @@ def routed_schema(
     refuted: Mapping[str, set[str]] | None = None,
     id_names: Sequence[str] = (),
     copied: Sequence[str] = (),
+    said: Sequence[str] = (),
 ) -> Json:
     """`Observation`'s JSON schema as one object per route (and per case a route has).
     With `writable`, the recorded allowed resources, a mutation set names only those: the
@@ -139,7 +140,9 @@ def routed_schema(
     in this step: the grammar no longer admits them, so a model that repeats itself cannot.
     `id_names`, once an answer copied an example's ids: a failure or target-state id then
     begins with the name of an object this task names; each text field in `copied` (one an
-    answer copied from the example word for word) then mentions one of those names."""
+    answer copied from the example word for word) then mentions one of those names.
+    `said`, once an action named the example's change: the action is then told in the words
+    of one of the recorded actions."""
     action_ref = "ActionRequest"
     if action_ref not in (flat.get("$defs") or {}) or "route" not in (flat.get("properties") or {}):
         return flat  # not an observation's schema
@@ -202,6 +205,9 @@ def routed_schema(
     variants = _without_refuted(variants, defs, refuted or {})
     if id_names:
         _ids_name_objects(defs, ("AdvanceAction", "RecoveryAction"), id_names, copied)
+    if said:
+        for name in ("AdvanceAction", "RecoveryAction"):
+            defs[name]["properties"]["action"] = {"enum": list(dict.fromkeys(said))}
     schema: Json = {"type": "object", "anyOf": variants, "$defs": _reachable(variants, defs)}
     if "description" in flat:
         schema["description"] = flat["description"]
@@ -327,6 +333,7 @@ class RoutedOutput(AbstractCapability[Any]):
     refuted: Callable[[], Mapping[str, set[str]]] | None = None
     id_names: Callable[[], Sequence[str]] | None = None
     copied: Callable[[], Sequence[str]] | None = None
+    said: Callable[[], Sequence[str]] | None = None
 
     def get_model_settings(self) -> Callable[[RunContext[Any]], ModelSettings]:
         # No answer before the target has been read once in this check. The tools stay
@@ -351,6 +358,7 @@ class RoutedOutput(AbstractCapability[Any]):
                     self.refuted() if self.refuted is not None else None,
                     self.id_names() if self.id_names is not None else (),
                     self.copied() if self.copied is not None else (),
+                    self.said() if self.said is not None else (),
                 ),
             )
             for tool in tool_defs

@@ -409,6 +409,37 @@ async def test_a_copied_failure_id_is_refused_and_the_next_answer_names_this_tas
     )
 
 
+async def test_an_action_naming_the_examples_change_is_then_told_in_recorded_words() -> None:
+    from tests.support.step_fakes import FakeKube, deployment
+    from tests.unit.step.test_step_agent import tools
+
+    from goalkeeper.step.agent import run_observe
+
+    schemas: list[dict[str, Any]] = []
+    recorded = observation_dict("wait")["authorizedActions"]
+    said = recorded[0]["description"]
+    borrowed = answer("act", action=action(action="Set spec.maxReplicas=2 on Deployment web."))
+    answers = [borrowed, answer("act", action=action(action=said))]
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        schemas.append(info.output_tools[0].parameters_json_schema)
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, answers.pop(0))])
+
+    given = step_input(contract=observation_dict("wait")["contract"], authorizedActions=recorded)
+    found = await run_observe(
+        given, FunctionModel(model), tools(FakeKube([deployment("web", replicas=0)])),
+        routed_output=True, worked_example=True,
+    )  # fmt: skip
+    assert found.ok and found.result is not None, found.error
+    assert found.result["action"]["action"] == said
+    first, second = (s["$defs"]["AdvanceAction"]["properties"]["action"] for s in schemas)
+    assert "enum" not in first
+    assert second == {"enum": [a["description"] for a in recorded]} and said in second["enum"]
+    assert routed_schema(FLAT, said=[said])["$defs"]["RecoveryAction"]["properties"]["action"] == {
+        "enum": [said]
+    }
+
+
 def test_a_text_an_answer_copied_must_then_mention_an_object_this_task_names() -> None:
     narrowed = routed_schema(
         FLAT,
