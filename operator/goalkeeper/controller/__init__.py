@@ -1,1 +1,1 @@
-"""The operator: kopf handlers that carry the engine's decisions out in a cluster."""
+"""The operator: watches and handlers that carry the engine's decisions out in a cluster."""

@@ -30,7 +30,12 @@ from collections.abc import Callable
 from typing import Any
 
 from goalkeeper.controller.api import Api, Conflict, NotFound
-from goalkeeper.controller.manifests import ANNOTATION_LAUNCH, ANNOTATION_LAUNCHED_AT
+from goalkeeper.controller.manifests import (
+    ANNOTATION_LAUNCH,
+    ANNOTATION_LAUNCHED_AT,
+    ANNOTATION_MONITOR,
+    LABEL_SEQ,
+)
 from goalkeeper.core.permissions import Author, Permission
 
 log = logging.getLogger("goalkeeper.cache")
@@ -129,10 +134,19 @@ def slim_step(step: Body, keep_status: bool) -> Body:
 
 
 def slim_job(job: Body) -> Body:
-    return {
+    slim = {
         "metadata": _meta(job, "name", "namespace", "uid", "resourceVersion", "ownerReferences"),
         "status": {"conditions": (job.get("status") or {}).get("conditions") or []},
     }
+    # Its monitor and step, for a deletion a list finds after a gap, which names neither.
+    meta = job.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if ANNOTATION_MONITOR in annotations:
+        slim["metadata"]["annotations"] = {ANNOTATION_MONITOR: annotations[ANNOTATION_MONITOR]}
+    labels = meta.get("labels") or {}
+    if LABEL_SEQ in labels:
+        slim["metadata"]["labels"] = {LABEL_SEQ: labels[LABEL_SEQ]}
+    return slim
 
 
 def slim_pod(pod: Body) -> Body:

@@ -30,14 +30,20 @@ def register(registry: kopf.OperatorRegistry) -> None:
     kopf.on.event(GROUP, VERSION, "notificationsinks", registry=registry)(on_sink)
 
 
-def _kept(cache: WatchCache, kind: str, event: str, body: dict[str, Any]) -> bool:
-    """Keep the cache in step with one event of an own watch; True when it is a deletion."""
+def _kept(
+    cache: WatchCache, kind: str, event: str, body: dict[str, Any]
+) -> tuple[bool, dict[str, Any]]:
+    """Keep the cache in step with one event of an own watch: whether it is a deletion,
+    and the body to read its monitor from. A deletion a list finds after a gap names only
+    the object, so the cache's copy of it is read before it is dropped."""
     if event == "DELETED":
         meta = body.get("metadata") or {}
-        cache.drop(kind, str(meta.get("namespace")), str(meta.get("name")), body)
-        return True
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        known = cache.get(kind, namespace, name) if "uid" not in meta else None
+        cache.drop(kind, namespace, name, body)
+        return True, known or body
     cache.put(kind, body)
-    return False
+    return False, body
 
 
 def _forgot(cache: WatchCache, kind: str, event: kopf.RawEvent, body: kopf.Body) -> bool:
@@ -86,7 +92,7 @@ def on_monitor(memo: Any, event: str, body: dict[str, Any]) -> None:
 
 
 def on_step(memo: Any, event: str, body: dict[str, Any]) -> None:
-    deleted = _kept(memo.cache, STEP, event, body)
+    deleted, body = _kept(memo.cache, STEP, event, body)
     namespace = (body.get("metadata") or {}).get("namespace")
     monitor = (body.get("spec") or {}).get("monitor")
     if not isinstance(namespace, str) or not isinstance(monitor, str):
@@ -97,7 +103,7 @@ def on_step(memo: Any, event: str, body: dict[str, Any]) -> None:
 
 
 def on_job(memo: Any, event: str, body: dict[str, Any]) -> None:
-    deleted = _kept(memo.cache, JOB, event, body)
+    deleted, body = _kept(memo.cache, JOB, event, body)
     meta = body.get("metadata") or {}
     namespace = meta.get("namespace")
     monitor = (meta.get("annotations") or {}).get(ANNOTATION_MONITOR)

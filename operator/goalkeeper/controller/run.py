@@ -19,7 +19,15 @@ from kubernetes import client, config
 
 from goalkeeper.controller import metrics
 from goalkeeper.controller.api import API_THREADS, KubeApi
-from goalkeeper.controller.cache import JOB, MONITOR, POD, STEP, CachedApi, WatchCache
+from goalkeeper.controller.cache import (
+    JOB,
+    LISTED_KINDS,
+    MONITOR,
+    POD,
+    STEP,
+    CachedApi,
+    WatchCache,
+)
 from goalkeeper.controller.configs import keep_config_statuses
 from goalkeeper.controller.handlers import on_job, on_monitor, on_pod, on_step, register
 from goalkeeper.controller.leader import LeaderElector, standby_health
@@ -67,9 +75,10 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def api_client() -> Any:
+def api_client(pool: int = API_THREADS) -> Any:
     """KUBECONFIG (or ~/.kube/config) when present, in-cluster configuration otherwise,
-    with a connection for every call the reconciler may have in flight."""
+    with `pool` connections: by default one for every call the reconciler may have in
+    flight."""
     configuration = client.Configuration()
     try:
         # Read KUBECONFIG now: the client library's default was fixed when it was imported.
@@ -78,7 +87,7 @@ def api_client() -> Any:
         )
     except config.ConfigException:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.connection_pool_maxsize = API_THREADS
+    configuration.connection_pool_maxsize = pool
     return client.ApiClient(configuration)
 
 
@@ -240,7 +249,10 @@ async def _run_kopf(
         notifier=notifier,
         shard=settings.shardSelector,
     )
-    own = own_watches(api, settings.namespaces, settings.shardSelector, memo)
+    # Each own watch holds a connection per namespace for minutes: a pool of their own
+    # leaves the reconciler's to its calls.
+    streams = len(OWN_KINDS) * max(1, len(settings.namespaces))
+    own = own_watches(api_client(streams), settings.namespaces, settings.shardSelector, memo)
     watching = asyncio.get_running_loop().create_task(_watch_all(own))
     try:
         await kopf.operator(
@@ -270,6 +282,10 @@ async def _run_kopf(
         await watches.close()
 
 
+# The kinds of the operator's own watches.
+OWN_KINDS = (MONITOR, *LISTED_KINDS)
+
+
 def own_watches(api: Any, namespaces: list[str], shard: str, memo: Any) -> list[ListWatch]:
     """The operator's own watches: Monitors (of `shard`, a label selector, when one is
     given), and their steps, Jobs and pods, whose lists ring the cache's `lists_in`."""
@@ -277,7 +293,7 @@ def own_watches(api: Any, namespaces: list[str], shard: str, memo: Any) -> list[
     # Only step Jobs and pods, not every Job and pod of the cluster; a shard's steps, Jobs
     # and pods carry their monitor's labels, so its selector narrows them alike.
     ours = f"{LABEL_STEP},{shard}" if shard else LABEL_STEP
-    listed = _AllListed(3, cache.lists_in)
+    listed = _AllListed(len(LISTED_KINDS), cache.lists_in)
     return [
         ListWatch(
             monitor_source(api, shard),

@@ -114,7 +114,7 @@ async def test_a_check_reads_nothing_once_the_watches_have_delivered(
 
 def restarted(api: FakeApi, clock: Clock) -> tuple[WatchCache, Reconciler]:
     """A started operator's cache: the Monitors are in (their own watch lists them first),
-    kopf's lists of steps, Jobs and pods not yet."""
+    the lists of steps, Jobs and pods not yet."""
     cache = WatchCache(listed=False)
     for (kind, _, _), body in api.objects.items():
         if kind == "Monitor":
@@ -134,7 +134,7 @@ async def test_a_resumed_check_waits_for_the_lists_and_reads_nothing(
     check = asyncio.get_running_loop().create_task(reconciler.reconcile(NS, "build"))
     for _ in range(100):  # the fake API never blocks: a reconcile not waiting ends here
         await asyncio.sleep(0)
-    assert not check.done(), "the resumed check waits for kopf's lists"
+    assert not check.done(), "the resumed check waits for the lists"
     watch(api, resumed)
     resumed.lists_in()
     await check
