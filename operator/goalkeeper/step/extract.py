@@ -174,16 +174,18 @@ class QuoteChoices(AbstractCapability[Any]):
 class HeldToTheWords:
     """Holds a reading to the person's words as the engine will (core/authority.py `pin`):
     a grant it would drop for its quote alone is named to the model, which reads again,
-    once per retry left. A grant the words forbid is left for the engine to drop: no quote
-    saves it. Seen: a Job's grant quoting the goal ("Run the postcode import ... to
-    completion") instead of the sentence allowing its resume, so the run had an action
-    and no object."""
+    once; the reading after that stands (seen: a ConfigMap the task only says was fixed,
+    proposed again at each of three retries, 110 s in all). A grant the words forbid is
+    left for the engine to drop: no quote saves it. Seen: a Job's grant quoting the goal
+    ("Run the postcode import ... to completion") instead of the sentence allowing its
+    resume, so the run had an action and no object."""
 
     step_input: StepInput
     log: StepLog | None = None
+    asked: bool = False
 
     def check(self, ctx: RunContext[Any], extraction: AuthorityExtraction) -> Any:
-        if ctx.last_attempt:
+        if ctx.last_attempt or self.asked:
             return extraction  # the engine drops what the words do not give
         spec = MonitorSpec(task=self.step_input.task, stopWhen=self.step_input.stopWhen)
         pinned = pin(spec, extraction, generation=None, instructions=self.step_input.instructions)
@@ -198,6 +200,7 @@ class HeldToTheWords:
             )
             if self.log is not None:
                 self.log.emit("answer_refused", reason=reason[:500])
+            self.asked = True
             raise ModelRetry(reason)
         return extraction
 

@@ -54,6 +54,12 @@ async def test_a_grant_quoting_the_goal_is_named_and_read_again(server: ModelSer
     assert "The operator would drop these grants: allowed resource 'jobs/geo-import'" in told
     assert "its quote does not name it" in told
 
+    # Asked once: the same misquote again stands, for the engine to drop.
+    server.script(Final(reading(GOAL)), Final(reading(GOAL)))
+    found = await run_extract(step, model(server))
+    assert found.ok and found.result is not None, found.error
+    assert found.result["allowedResources"][0]["quote"] == GOAL and len(server.bodies) == 4
+
 
 async def test_with_no_retry_left_the_reading_stands_for_the_engine_to_judge(
     server: ModelServer,
