@@ -321,7 +321,13 @@ class Refusals:
                     observation, self.step_input, goal
                 )
                 if question is not None:
-                    self.refuted.setdefault("route", set()).add(observation.route.value)
+                    routes = self.refuted.setdefault("route", set())
+                    routes.add(observation.route.value)
+                    if question.startswith(WAITS_FOR_NOTHING) and restarts_recorded(
+                        self.step_input
+                    ):
+                        # Seen: the wait refused, a stop 'paidActionNotApproved' instead.
+                        routes.add(Route.stop.value)
                 else:  # the same complete may stand: its route stays open
                     question = completes_untried(observation, self.step_input, goal)
             if question is not None:
@@ -411,6 +417,9 @@ def completes_untried(
     )
 
 
+WAITS_FOR_NOTHING = "Route 'wait' waits for nothing that moves by itself"
+
+
 def waits_for_nothing(
     observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
 ) -> str | None:
@@ -428,14 +437,24 @@ def waits_for_nothing(
     stale = next((f for f in goal_facts if runs_earlier_config(f)), None)
     if stale is None:
         return None
+    then = (
+        "Answer route act with the one that restarts them."
+        if restarts_recorded(step_input)
+        else "Route stop only if none of them would replace those pods; else answer route "
+        "act with the one that does."
+    )
     return (
-        f"Route 'wait' waits for nothing that moves by itself: the running pods of "
+        f"{WAITS_FOR_NOTHING}: the running pods of "
         f"{stale.kind.value} {stale.name} started before ConfigMap "
         f"{', '.join(stale.staleConfig or [])} was last written, and a pod reads it only when "
         "it starts, so they keep its earlier data until they are replaced. The task "
-        f"authorizes these actions: {_listed(step_input)}. Route stop only if none of them "
-        "would replace those pods; else answer route act with the one that does."
+        f"authorizes these actions: {_listed(step_input)}. {then}"
     )
+
+
+def restarts_recorded(step_input: StepInput) -> bool:
+    """Whether a recorded action restarts a workload's pods, in its own words."""
+    return any(_RESTART.search(a.description.casefold()) for a in step_input.authorizedActions)
 
 
 def _listed(step_input: StepInput) -> str:

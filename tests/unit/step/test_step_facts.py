@@ -400,6 +400,35 @@ async def test_a_wait_while_the_goals_workload_runs_earlier_config_data_is_asked
     assert len(seen) == 2
 
 
+async def test_with_a_recorded_restart_the_stale_pods_leave_the_grammar_act_alone() -> None:
+    """Seen: the wait refused, the model stopped 'paidActionNotApproved' instead. With a
+    recorded action that restarts the pods, neither wait nor stop is admitted again."""
+    given = step_input(
+        task=RESTART_TASK,
+        stopWhen=RESTART_STOP,
+        authorizedActions=RESTART,
+        contract=observation_dict("wait")["contract"],
+    )
+    restart = observation_dict("act", action=action(mutationSet=["deployments/pricing-worker"]))
+    waits = observation_dict("wait", goal="incomplete", work="running")
+    routes: list[set[str]] = []
+
+    def answer(body: dict[str, Any]) -> Any:
+        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            schema = info.output_tools[0].parameters_json_schema
+            routes.append({v["properties"]["route"]["const"] for v in schema["anyOf"]})
+            return final(body)
+
+        return respond
+
+    model, seen = scripted(answer(waits), answer(restart))
+    outcome = await run_observe(given, model, tools(stale_worker()), routed_output=True)
+    assert outcome.ok and outcome.result is not None, outcome.error
+    assert routes == [{"wait", "act", "stop"}, {"act"}]
+    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
+    assert "Answer route act with the one that restarts them." in retry
+
+
 async def test_a_wait_is_taken_at_once_after_an_action_with_fresh_pods_or_nothing_allowed() -> None:
     waits = observation_dict("wait", goal="incomplete", work="running")
     acted = observation_dict("act", action=action(mutationSet=["deployments/pricing-worker"]))
