@@ -303,7 +303,8 @@ class Refusals:
     refuted: dict[str, set[str]] = field(default_factory=dict)
     # The named objects' names, once an answer copied the example's ids
     id_names: list[str] = field(default_factory=list)
-    copied: list[str] = field(default_factory=list)  # the fields an answer copied
+    # The example's fields, once an answer copied one of them
+    copied: list[str] = field(default_factory=list)
     # The recorded actions' words, once an action named the example's change (seen: its
     # maxReplicas, refused again and again in the same step, for a Deployment's scale)
     said: list[str] = field(default_factory=list)
@@ -343,7 +344,7 @@ class Refusals:
             if copy is not None:
                 read = _named_objects(self.step_input, self.tools)
                 self.id_names = [o["metadata"]["name"] for o in read if o.get("metadata")]
-                self.copied.append(copy.group(1))
+                self.copied = list(prompts.EXAMPLE_FIELDS)
             if BORROWED.match(self.last):
                 self.said = [a.description for a in self.step_input.authorizedActions]
             if self.log is not None:

@@ -178,6 +178,12 @@ _EXAMPLE_ANSWER = {
 }
 
 
+# The fields of the worked example's answer: once an answer copied one, each of them must
+# begin with a name of this task's (seen: incomplete, verification, report, authorityBasis
+# copied one after another, each refused, until the step ran out of retries).
+EXAMPLE_FIELDS = tuple(_EXAMPLE_ANSWER)
+
+
 # The worked example's own change, in words no other target's action has.
 _EXAMPLE_TERMS = ("maxreplicas", "horizontalpodautoscaler")
 

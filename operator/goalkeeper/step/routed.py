@@ -139,8 +139,8 @@ def routed_schema(
     `refuted` (field -> values, of `goal` and `work`) are claims the named objects refuted
     in this step: the grammar no longer admits them, so a model that repeats itself cannot.
     `id_names`, once an answer copied an example's ids: a failure or target-state id then
-    begins with the name of an object this task names; each text field in `copied` (one an
-    answer copied from the example word for word) then mentions one of those names.
+    begins with the name of an object this task names; so does each text field in `copied`
+    (the example's, once an answer copied one of them word for word).
     `said`, once an action named the example's change: the action is then told in the words
     of one of the recorded actions."""
     action_ref = "ActionRequest"
@@ -217,8 +217,8 @@ def routed_schema(
 def _ids_name_objects(
     defs: Json, actions: Sequence[str], names: Sequence[str], copied: Sequence[str] = ()
 ) -> None:
-    """Each action's failure and target-state ids begin with one of `names`, and each
-    field in `copied`, of an action or the observation, mentions one."""
+    """Each action's failure and target-state ids begin with one of `names`, and so does
+    each field in `copied`, of an action or the observation."""
     # Object names hold [a-z0-9.-]; only the dot means more in a pattern (and a grammar's
     # pattern reader may not take other escapes).
     either = "|".join(n.replace(".", "\\.") for n in dict.fromkeys(names) if NAME.match(n))
@@ -237,11 +237,11 @@ def _ids_name_objects(
     for field in copied:
         if field in ("failureId", "targetStateId"):
             continue
-        # Any text but a quote or backslash around the name, so a grammar keeps it a string;
-        # bounded, as a pattern takes the place of maxLength: unbounded, a small model that
-        # never wrote a name was held in the string for thousands of tokens.
+        # The name first, then any text but a quote or backslash, so a grammar keeps it a
+        # string: a model that must mention a name anywhere wrote up to the bound before it,
+        # four fields a step (523 s once). Bounded, as a pattern takes the place of maxLength.
         bound = TEXT_MAX.get(field, TEXT_DEFAULT_MAX)
-        mentions = f'^[^"\\\\]{{0,{bound}}}({either})[^"\\\\]{{0,{bound}}}$'
+        mentions = f'^({either})[^"\\\\]{{0,{bound}}}$'
         shared = defs.get(f"{SHARED}{field}")
         found = [p for p, _ in targets if isinstance(p.get(field), dict)]
         if isinstance(shared, dict) and shared.get("type") == "string":

@@ -407,6 +407,18 @@ async def test_a_copied_failure_id_is_refused_and_the_next_answer_names_this_tas
     assert re.match(second["pattern"], "web:short") and not re.match(
         second["pattern"], "hpa-capped:api:8"
     )
+    # Every text of the example's answer then begins with a name of this task's.
+    held = schemas[1]["$defs"]
+    texts = {
+        "incomplete": held["AdvanceAction"]["properties"]["incomplete"],
+        "verification": held["AdvanceAction"]["properties"]["verification"],
+        "authorityBasis": held["AdvanceAction"]["properties"]["authorityBasis"],
+        "reason": held["Observation_reason"],
+        "report": held["Observation_report"],
+    }
+    for field, prop in texts.items():
+        assert re.match(prop["pattern"], "web is at 0 replicas"), field
+        assert not re.match(prop["pattern"], "api cannot scale past 8."), field
 
 
 async def test_an_action_naming_the_examples_change_is_then_told_in_recorded_words() -> None:
@@ -440,7 +452,7 @@ async def test_an_action_naming_the_examples_change_is_then_told_in_recorded_wor
     }
 
 
-def test_a_text_an_answer_copied_must_then_mention_an_object_this_task_names() -> None:
+def test_the_examples_texts_must_then_begin_with_an_object_this_task_names() -> None:
     narrowed = routed_schema(
         FLAT,
         ["x"],
@@ -450,10 +462,11 @@ def test_a_text_an_answer_copied_must_then_mention_an_object_this_task_names() -
     verification = narrowed["$defs"]["RecoveryAction"]["properties"]["verification"]["pattern"]
     report = narrowed["$defs"]["Observation_report"]["pattern"]
     for pattern in (verification, report):
-        assert re.match(pattern, "the pods of pricing-worker start after the fix")
+        assert re.match(pattern, "pricing-worker: its pods start after the fix")
+        assert not re.match(pattern, "the pods of pricing-worker start after the fix")
         assert not re.match(pattern, "api shows spec.maxReplicas 10.")
         assert not re.match(pattern, "pricingXconfig")  # a dot in a name means a dot
         assert not re.match(pattern, 'pricing-worker" ,"x')  # stays inside the string
-        # Bounded like any text: a model that never writes a name cannot run on.
-        assert not re.match(pattern, "the pods are fine " * 100 + "pricing-worker")
+        # Bounded like any text.
+        assert not re.match(pattern, "pricing-worker " + "the pods are fine " * 100)
     assert "pattern" not in narrowed["$defs"]["Observation_observation"]
