@@ -605,11 +605,10 @@ def test_extract_step_reads_the_task_alone_and_offers_only_its_sentences_as_quot
     )
     task = "Keep Deployment web in this namespace at 3 replicas. Scaling web is allowed."
     create_step(api_client, namespace, "m-extract-1", "extract", check=0)
+    # A reading the engine keeps whole: a resource quoted from "Scaling web is allowed."
+    # (no kind beside the name) would be dropped, and the step would ask again.
     answer = {
         "goal": "Deployment web runs 3 replicas.",
-        "allowedResources": [
-            {"entry": "deployments/web", "quote": "Scaling web is allowed."},
-        ],
         "authorizedActions": [
             {
                 "id": "scale-web",
