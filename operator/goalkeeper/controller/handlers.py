@@ -70,7 +70,8 @@ def on_monitor(memo: Any, event: str, body: dict[str, Any]) -> None:
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     log.debug("%s/%s: Monitor event %s", namespace, name, event)
     queue: WorkQueue = memo.queue
-    if event == "DELETED":
+    deleted, known = _kept(memo.cache, MONITOR, event, body)
+    if deleted:
         # Garbage collection removes the steps, Jobs and pods; nothing more is reported.
         # A shard's watch shows a Monitor relabelled away the same way: the shard it went
         # to carries on from its status (a step in flight included).
@@ -79,15 +80,12 @@ def on_monitor(memo: Any, event: str, body: dict[str, Any]) -> None:
         else:
             log.info("%s/%s deleted: cancelled", namespace, name)
         # A deletion found by a list after a gap names no uid: the cache's copy does.
-        known = memo.cache.get(MONITOR, namespace, name) or {}
-        uid = meta.get("uid") or (known.get("metadata") or {}).get("uid")
-        memo.cache.drop(MONITOR, namespace, name, body)
+        uid = (known.get("metadata") or {}).get("uid")
         memo.cache.forget_monitor(namespace, name, uid)
         memo.notifier.forget_monitor(str(uid))
         queue.forget(namespace, name)
         metrics.forget_monitor(namespace, name)
         return
-    memo.cache.put(MONITOR, body)
     queue.observe(namespace, name, body)
 
 
