@@ -30,6 +30,8 @@ from goalkeeper.core.facts import (
     goal_objects,
     goal_print,
     runs_earlier_config,
+    scaled_to,
+    spec_short_of_stop_rule,
 )
 from goalkeeper.core.guards import named_action
 from goalkeeper.core.models import (
@@ -269,17 +271,25 @@ async def run_observe(
     return outcome
 
 
+def unchanged_row(step_input: StepInput, read: Sequence[ObjectFacts]) -> int:
+    """How many checks in a row, this one included, read the goal's objects as `read` does;
+    0 when they changed since the check before or none was read."""
+    since = step_input.factsSince
+    if not since or since >= step_input.check or goal_print(read) != step_input.factsPrint:
+        return 0
+    return step_input.check - since + 1
+
+
 def unchanged(step_input: StepInput, read: Sequence[ObjectFacts]) -> str:
     """The fact sheet's line saying that the goal's objects read the same as at the checks
     before, for how many in a row; '' when they changed or none was read. Seen: a task's
     "no completion for 2 checks in a row" never noticed, each check waiting again."""
-    since = step_input.factsSince
-    if not since or since >= step_input.check or goal_print(read) != step_input.factsPrint:
+    row = unchanged_row(step_input, read)
+    if not row:
         return ""
-    row = step_input.check - since + 1
     return (
         f"\n- Unchanged: the objects the goal names read exactly the same at every check "
-        f"since check {since}: {row} checks in a row, this one included."
+        f"since check {step_input.factsSince}: {row} checks in a row, this one included."
     )
 
 
@@ -287,6 +297,15 @@ def unchanged(step_input: StepInput, read: Sequence[ObjectFacts]) -> str:
 REFUTED_CLAIM = re.compile(r"^Contradicted by the facts: (goal|work|route) '([a-z]+)' contradicts")
 COPIED = re.compile(r"^The answer repeats the worked example's (\w+) ")
 BORROWED = re.compile(r"^The action names the worked example's ")
+
+
+@dataclass(frozen=True)
+class Question:
+    """An answer asked about again, once a step, and the routes the grammar then leaves out
+    (none: the same answer again stands)."""
+
+    text: str
+    refutes: frozenset[Route] = frozenset()
 
 
 @dataclass
@@ -314,27 +333,15 @@ class Refusals:
         try:
             named = sound(observation, self.step_input, self.tools, self.worked_example)
             # Asked once, and only with a retry left: a second stop or wait stands.
-            ask = not self.asked_again and not ctx.last_attempt
-            question = None
-            if ask:
-                goal = goal_objects(named)
-                question = gives_up_untried(observation, self.step_input) or waits_for_nothing(
-                    observation, self.step_input, goal
-                )
-                if question is not None:
-                    routes = self.refuted.setdefault("route", set())
-                    routes.add(observation.route.value)
-                    if question.startswith(WAITS_FOR_NOTHING) and restarts_recorded(
-                        self.step_input
-                    ):
-                        # Seen: the wait refused, a stop 'paidActionNotApproved' instead.
-                        routes.add(Route.stop.value)
-                else:  # the same complete may stand: its route stays open
-                    question = completes_untried(observation, self.step_input, goal)
-            if question is not None:
-                self.asked_again = True
-                raise ModelRetry(question)
-            return observation
+            if self.asked_again or ctx.last_attempt:
+                return observation
+            question = asked_again(observation, self.step_input, goal_objects(named))
+            if question is None:
+                return observation
+            self.asked_again = True
+            if question.refutes:
+                self.refuted.setdefault("route", set()).update(r.value for r in question.refutes)
+            raise ModelRetry(question.text)
         except ModelRetry as refused:
             self.last = str(refused)
             claim = REFUTED_CLAIM.match(self.last)
@@ -380,7 +387,23 @@ def sound(
     return against_facts(observation, step_input, tools)
 
 
-def gives_up_untried(observation: Observation, step_input: StepInput) -> str | None:
+def asked_again(
+    observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
+) -> Question | None:
+    """The question `observation` is asked again with, if any. `goal_facts`: the facts of
+    the objects the goal names, as the step read them."""
+    for question in (
+        gives_up_untried(observation, step_input),
+        waits_for_nothing(observation, step_input, goal_facts),
+        completes_untried(observation, step_input, goal_facts),
+        waits_unchanged(observation, step_input, goal_facts),
+    ):
+        if question is not None:
+            return question
+    return None
+
+
+def gives_up_untried(observation: Observation, step_input: StepInput) -> Question | None:
     """Why a stop short of the goal at a run's first check is asked again, while the task
     authorizes actions none of which was tried; else None. Seen: a Deployment at 0 of the 2
     replicas its task allowed, stopped `outsideAuthority` instead of scaled."""
@@ -388,17 +411,18 @@ def gives_up_untried(observation: Observation, step_input: StepInput) -> str | N
         return None
     if step_input.previousObservation is not None or not step_input.authorizedActions:
         return None
-    return (
+    return Question(
         f"Route 'stop' with goal '{observation.goal.value}' ends the run for good, before "
         f"any action of the task was tried. The task authorizes these actions: "
         f"{_listed(step_input)}. If one of them moves the goal forward, answer route act "
-        "with it; else route wait."
+        "with it; else route wait.",
+        frozenset({Route.stop}),
     )
 
 
 def completes_untried(
     observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
-) -> str | None:
+) -> Question | None:
     """Why a `complete` at a run's first check is asked again, while the task authorizes
     actions none of which was tried and no Job the goal names has ended; else None. Seen:
     a stop rule of two parts ("the queue is clear and the Deployment is back at 0
@@ -409,7 +433,7 @@ def completes_untried(
         return None
     if any(f.kind is FactKind.Job and f.ended is not None for f in goal_facts):
         return None
-    return (
+    return Question(
         "Goal 'complete' at the first check ends the run before any action of the task was "
         f"tried. Hold each part of the stop rule against what you read: {step_input.stopWhen} "
         "If any part is not shown to hold now, the goal is not complete: answer route act "
@@ -423,33 +447,85 @@ WAITS_FOR_NOTHING = "Route 'wait' waits for nothing that moves by itself"
 
 def waits_for_nothing(
     observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
-) -> str | None:
-    """Why a wait short of the goal is asked again while a workload the goal names runs a
-    ConfigMap's earlier data, no rollout is under way and the task authorizes actions: a
-    pod reads it only when it starts, so nothing changes it by itself. Else None. Not right
-    after an action, whose rollout may still be replacing the pods. Seen: a Deployment to
-    be restarted after a config fix, answered wait at every check up to the safety limit.
-    `goal_facts`: the facts of the objects the goal names, as the step read them."""
+) -> Question | None:
+    """Why a wait short of the goal is asked again, the wait left out of the grammar, while
+    the task authorizes actions and a workload the goal names stays as it is by itself,
+    with no rollout under way: its running pods read a ConfigMap's earlier data (a pod reads
+    it only when it starts), or it runs every replica its spec asks for, fewer than the
+    stop rule's count for it. Else None. Not right after an action, whose rollout may still
+    be under way. Seen: a Deployment to be restarted after a config fix, and a StatefulSet
+    at 1 of the 3 replicas its stop rule named, each answered wait at every check up to the
+    safety limit."""
     if observation.route is not Route.wait or observation.goal is GoalState.complete:
         return None
     previous = step_input.previousObservation
     if not step_input.authorizedActions or (previous and previous.route is Route.act):
         return None
+    listed = f"The task authorizes these actions: {_listed(step_input)}."
     stale = next((f for f in goal_facts if runs_earlier_config(f)), None)
-    if stale is None:
+    if stale is not None:
+        # Seen: the wait refused, a stop 'paidActionNotApproved' instead.
+        recorded = restarts_recorded(step_input)
+        then = (
+            "Answer route act with the one that restarts them."
+            if recorded
+            else "Route stop only if none of them would replace those pods; else answer "
+            "route act with the one that does."
+        )
+        return Question(
+            f"{WAITS_FOR_NOTHING}: the running pods of {stale.ref} started before ConfigMap "
+            f"{', '.join(stale.staleConfig or [])} was last written, and a pod reads it only "
+            "when it starts, so they keep its earlier data until they are replaced. "
+            f"{listed} {then}",
+            frozenset({Route.wait, Route.stop} if recorded else {Route.wait}),
+        )
+    for fact in goal_facts:
+        wanted = spec_short_of_stop_rule(fact, step_input.stopWhen)
+        if wanted is None:
+            continue
+        recorded = any(scaled_to(a.description) == wanted for a in step_input.authorizedActions)
+        then = (
+            "Answer route act with the one that scales it."
+            if recorded
+            else "Route stop only if none of them would bring it there; else answer route "
+            "act with the one that does."
+        )
+        return Question(
+            f"{WAITS_FOR_NOTHING}: {fact.ref} runs all {fact.replicas or 0} of the replicas "
+            f"its spec asks for and no rollout is under way, so it stays at "
+            f"{fact.replicas or 0} until its spec changes; the stop rule wants {wanted}. "
+            f"{listed} {then}",
+            frozenset({Route.wait, Route.stop} if recorded else {Route.wait}),
+        )
+    return None
+
+
+# The same goal facts at this many checks in a row, this one included, make a wait a question.
+UNCHANGED_ROW = 2
+
+
+def waits_unchanged(
+    observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
+) -> Question | None:
+    """Why a wait short of the goal is asked again while the objects the goal names read the
+    same at the last checks and the task authorizes actions: a task may allow one exactly
+    when nothing moves. The same wait again stands. Else None. Not right after an action.
+    Seen: a Job whose pod hung, its task allowing a pod deletion after 2 checks without a
+    completion, answered wait at every check up to the safety limit."""
+    if observation.route is not Route.wait or observation.goal is GoalState.complete:
         return None
-    then = (
-        "Answer route act with the one that restarts them."
-        if restarts_recorded(step_input)
-        else "Route stop only if none of them would replace those pods; else answer route "
-        "act with the one that does."
-    )
-    return (
-        f"{WAITS_FOR_NOTHING}: the running pods of "
-        f"{stale.kind.value} {stale.name} started before ConfigMap "
-        f"{', '.join(stale.staleConfig or [])} was last written, and a pod reads it only when "
-        "it starts, so they keep its earlier data until they are replaced. The task "
-        f"authorizes these actions: {_listed(step_input)}. {then}"
+    previous = step_input.previousObservation
+    if not step_input.authorizedActions or (previous and previous.route is Route.act):
+        return None
+    row = unchanged_row(step_input, goal_facts)
+    if row < UNCHANGED_ROW:
+        return None
+    return Question(
+        "Route 'wait' again, yet nothing moved: the objects the goal names read exactly the "
+        f"same at every check since check {step_input.factsSince}, {row} checks in a row. "
+        f"Hold the task's words against that. The task authorizes these actions: "
+        f"{_listed(step_input)}. If the task allows one of them now, answer route act with "
+        "it. If waiting is still right, give the same answer again."
     )
 
 

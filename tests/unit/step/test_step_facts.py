@@ -443,3 +443,153 @@ async def test_a_wait_is_taken_at_once_after_an_action_with_fresh_pods_or_nothin
         outcome = await run_observe(given, model, tools(kube))
         assert outcome.ok and outcome.result is not None, outcome.error
         assert outcome.result["route"] == "wait" and len(seen) == 1
+
+
+def routes_asked(*bodies: dict[str, Any]) -> tuple[Any, list[Any], list[set[str]]]:
+    """A scripted model answering `bodies` in turn, and the routes each request's grammar
+    admitted."""
+    routes: list[set[str]] = []
+
+    def answer(body: dict[str, Any]) -> Any:
+        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            schema = info.output_tools[0].parameters_json_schema
+            routes.append({v["properties"]["route"]["const"] for v in schema["anyOf"]})
+            return final(body)
+
+        return respond
+
+    model, seen = scripted(*(answer(b) for b in bodies))
+    return model, seen, routes
+
+
+def broker(replicas: int = 1, ready: int = 1) -> dict[str, Any]:
+    body = deployment("queue-broker", replicas=replicas)
+    body["kind"] = "StatefulSet"
+    body["status"].update(readyReplicas=ready, availableReplicas=ready, updatedReplicas=ready)
+    return body
+
+
+BROKER_TASK = "You may scale StatefulSet queue-broker from 1 to 3 replicas."
+BROKER_STOP = "Stop when queue-broker has 3 ready replicas."
+SCALE_BROKER = [
+    {
+        "id": "scale-queue-broker",
+        "description": "Scale StatefulSet queue-broker: set replicas to 3.",
+        "paid": False,
+    }
+]
+WAITS = observation_dict("wait", goal="incomplete", work="running")
+
+
+async def test_a_wait_on_a_workload_at_rest_below_the_stop_rules_count_is_asked_about() -> None:
+    """queue-broker runs the 1 replica its spec asks for, the stop rule wants 3, and the
+    task allows the scale: nothing moves by itself, so the wait is asked again, and with a
+    recorded scale the grammar admits act alone."""
+    given = step_input(task=BROKER_TASK, stopWhen=BROKER_STOP, authorizedActions=SCALE_BROKER)
+    scale = observation_dict("act", action=action(mutationSet=["statefulsets/queue-broker"]))
+    model, seen, routes = routes_asked(WAITS, scale)
+    outcome = await run_observe(given, model, tools(FakeKube([broker()])), routed_output=True)
+    assert outcome.ok and outcome.result is not None, outcome.error
+    assert outcome.result["route"] == "act"
+    assert routes == [{"wait", "act", "stop"}, {"act"}]
+    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
+    assert "Route 'wait' waits for nothing that moves by itself" in retry
+    assert "StatefulSet queue-broker runs all 1 of the replicas its spec asks for" in retry
+    assert "the stop rule wants 3" in retry
+    assert "scale-queue-broker (Scale StatefulSet queue-broker: set replicas to 3)" in retry
+    assert "Answer route act with the one that scales it." in retry
+
+    # No recorded action scales: stop stays open beside act.
+    other = [{"id": "restart", "description": "Restart StatefulSet queue-broker.", "paid": False}]
+    given = step_input(task=BROKER_TASK, stopWhen=BROKER_STOP, authorizedActions=other)
+    model, seen, routes = routes_asked(WAITS, observation_dict("stop", **GIVEN_UP))
+    outcome = await run_observe(given, model, tools(FakeKube([broker()])), routed_output=True)
+    assert outcome.ok and outcome.result is not None, outcome.error
+    assert routes == [{"wait", "act", "stop"}, {"act", "stop"}]
+
+
+async def test_a_wait_on_a_workload_on_its_way_or_right_after_an_action_is_taken_at_once() -> None:
+    base = {"task": BROKER_TASK, "stopWhen": BROKER_STOP}
+    acted = observation_dict("act", action=action(mutationSet=["statefulsets/queue-broker"]))
+    for given, kube in (
+        # Its spec asks for 3 and 1 is ready: the rollout is under way.
+        (step_input(**base, authorizedActions=SCALE_BROKER), FakeKube([broker(3, 1)])),
+        (
+            step_input(**base, authorizedActions=SCALE_BROKER, previousObservation=acted),
+            FakeKube([broker()]),
+        ),
+        (step_input(**base), FakeKube([broker()])),
+        # A stop rule naming no count for it.
+        (
+            step_input(
+                task=BROKER_TASK,
+                stopWhen="Stop when the sale is over.",
+                authorizedActions=SCALE_BROKER,
+            ),
+            FakeKube([broker()]),
+        ),
+    ):
+        model, seen = scripted(final(WAITS))
+        outcome = await run_observe(given, model, tools(kube))
+        assert outcome.ok and outcome.result is not None, outcome.error
+        assert outcome.result["route"] == "wait" and len(seen) == 1
+
+
+HUNG_TASK = (
+    "If Job catalog-sync shows no completion for 2 checks in a row, you may delete its stuck "
+    "pod once."
+)
+HUNG_STOP = "Stop when Job catalog-sync has succeeded, or when it has failed."
+DELETE_POD = [{"id": "delete-stuck-pod", "description": "Delete stuck pod.", "paid": False}]
+
+
+def hung(**given: Any) -> tuple[Any, FakeKube]:
+    """Job catalog-sync running, as it read at the checks since check 1, and a step input
+    for check 2 with `given`."""
+    kube = FakeKube([job("catalog-sync", active=1)])
+    read = facts.facts_of(facts.read(kube, "shop", task=HUNG_TASK, stop_when=HUNG_STOP))
+    body = {"task": HUNG_TASK, "stopWhen": HUNG_STOP, "check": 2}
+    body |= {"factsPrint": goal_print(read), "factsSince": 1, **given}
+    return step_input(**body), kube
+
+
+async def test_a_wait_while_nothing_moved_for_two_checks_is_asked_about_and_may_stand() -> None:
+    """The goal's Job read the same at checks 1 and 2 and the task allows an action: the
+    wait is asked again, once, naming the row and the action, with every route still open;
+    an act then is taken, and so is the same wait."""
+    given, kube = hung(authorizedActions=DELETE_POD)
+    pod = action(
+        kind="recover", authorizedActionId="delete-stuck-pod", mutationSet=["jobs/catalog-sync"]
+    )
+    delete = observation_dict("act", work="blocked", action=pod)
+    model, seen, routes = routes_asked(WAITS, delete)
+    outcome = await run_observe(given, model, tools(kube), routed_output=True)
+    assert outcome.ok and outcome.result is not None, outcome.error
+    assert outcome.result["route"] == "act"
+    assert routes == [{"wait", "act", "stop"}] * 2
+    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
+    assert "read exactly the same at every check since check 1, 2 checks in a row" in retry
+    assert "delete-stuck-pod (Delete stuck pod)" in retry
+    assert "If waiting is still right, give the same answer again." in retry
+
+    model, seen = scripted(*[final(WAITS)] * 2)
+    outcome = await run_observe(given, model, tools(kube))
+    assert outcome.ok and outcome.result is not None and outcome.result["route"] == "wait"
+    assert len(seen) == 2
+
+
+async def test_a_wait_after_a_change_an_action_or_with_nothing_allowed_is_taken_at_once() -> None:
+    acted = observation_dict("act", action=action(mutationSet=["jobs/catalog-sync"]))
+    cases = [
+        hung(authorizedActions=DELETE_POD, previousObservation=acted),
+        hung(),
+        # The row begins at this check: nothing recorded to compare with.
+        hung(authorizedActions=DELETE_POD, factsSince=2),
+    ]
+    moved, _ = hung(authorizedActions=DELETE_POD)
+    cases.append((moved, FakeKube([job("catalog-sync", active=1, failed=1)])))
+    for given, kube in cases:
+        model, seen = scripted(final(WAITS))
+        outcome = await run_observe(given, model, tools(kube))
+        assert outcome.ok and outcome.result is not None, outcome.error
+        assert outcome.result["route"] == "wait" and len(seen) == 1
