@@ -400,6 +400,23 @@ async def test_a_wait_while_the_goals_workload_runs_earlier_config_data_is_asked
     assert len(seen) == 2
 
 
+def routes_asked(*bodies: dict[str, Any]) -> tuple[Any, list[Any], list[set[str]]]:
+    """A scripted model answering `bodies` in turn, and the routes each request's grammar
+    admitted."""
+    routes: list[set[str]] = []
+
+    def answer(body: dict[str, Any]) -> Any:
+        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            schema = info.output_tools[0].parameters_json_schema
+            routes.append({v["properties"]["route"]["const"] for v in schema["anyOf"]})
+            return final(body)
+
+        return respond
+
+    model, seen = scripted(*(answer(b) for b in bodies))
+    return model, seen, routes
+
+
 async def test_with_a_recorded_restart_the_stale_pods_leave_the_grammar_act_alone() -> None:
     """Seen: the wait refused, the model stopped 'paidActionNotApproved' instead. With a
     recorded action that restarts the pods, neither wait nor stop is admitted again."""
@@ -411,17 +428,7 @@ async def test_with_a_recorded_restart_the_stale_pods_leave_the_grammar_act_alon
     )
     restart = observation_dict("act", action=action(mutationSet=["deployments/pricing-worker"]))
     waits = observation_dict("wait", goal="incomplete", work="running")
-    routes: list[set[str]] = []
-
-    def answer(body: dict[str, Any]) -> Any:
-        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-            schema = info.output_tools[0].parameters_json_schema
-            routes.append({v["properties"]["route"]["const"] for v in schema["anyOf"]})
-            return final(body)
-
-        return respond
-
-    model, seen = scripted(answer(waits), answer(restart))
+    model, seen, routes = routes_asked(waits, restart)
     outcome = await run_observe(given, model, tools(stale_worker()), routed_output=True)
     assert outcome.ok and outcome.result is not None, outcome.error
     assert routes == [{"wait", "act", "stop"}, {"act"}]
@@ -443,23 +450,6 @@ async def test_a_wait_is_taken_at_once_after_an_action_with_fresh_pods_or_nothin
         outcome = await run_observe(given, model, tools(kube))
         assert outcome.ok and outcome.result is not None, outcome.error
         assert outcome.result["route"] == "wait" and len(seen) == 1
-
-
-def routes_asked(*bodies: dict[str, Any]) -> tuple[Any, list[Any], list[set[str]]]:
-    """A scripted model answering `bodies` in turn, and the routes each request's grammar
-    admitted."""
-    routes: list[set[str]] = []
-
-    def answer(body: dict[str, Any]) -> Any:
-        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-            schema = info.output_tools[0].parameters_json_schema
-            routes.append({v["properties"]["route"]["const"] for v in schema["anyOf"]})
-            return final(body)
-
-        return respond
-
-    model, seen = scripted(*(answer(b) for b in bodies))
-    return model, seen, routes
 
 
 def broker(replicas: int = 1, ready: int = 1) -> dict[str, Any]:
