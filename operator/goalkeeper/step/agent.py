@@ -601,13 +601,14 @@ async def run_act(
             "the act step's tools are not limited to the action's mutation set",
             StepErrorKind.internal,
         )
+    read = _named_objects(step_input, tools)
     user = prompts.act_user_prompt(
         step_input,
         fence_id=tools.config.fence_id,
         namespace=tools.config.namespace,
         now=_now(clock),
-        facts=facts.sheet(_named_objects(step_input, tools), tools.k8s_get),
-        one_calls=_one_calls(step_input, tools),
+        facts=facts.sheet(read, tools.k8s_get),
+        one_calls=_one_calls(step_input, tools, facts.facts_of(read)),
     )
     outcome = await run_agent(
         output_type=ActionResult,
@@ -624,29 +625,43 @@ async def run_act(
 
 # An action that asks for a Job to run again: "re-run", "recreate", "delete ... and create".
 _RERUN = re.compile(r"re-?run|recreat|\bdelet")
+# An action that deletes a pod ("delete its stuck pod", "Delete stuck pod: delete pod").
+_POD_DELETE = re.compile(r"\bdelet.*\bpods?\b")
 # An action that asks for a workload's pods to be replaced ("rollout restart", "redeploy"),
 # not one that only mentions a rollout ("roll out image v2", "wait for the rollout").
 _RESTART = re.compile(r"\brestart|\bredeploy")
 _RESTARTABLE = (FactKind.Deployment, FactKind.StatefulSet, FactKind.DaemonSet)
 
 
-def _one_calls(step_input: StepInput, tools: StepTools) -> list[str]:
+def _one_calls(step_input: StepInput, tools: StepTools, read: Sequence[ObjectFacts]) -> list[str]:
     """The tool that does the action in one call, for each object of its mutation set that
-    has one: k8s_rerun_job for a Job the action re-runs (named for any other action, a
-    small model re-ran a suspended Job), k8s_rollout_restart for a workload it restarts
-    (seen: a restart done as a scale to the same count, which replaces no pod)."""
+    has one: k8s_rerun_job for an ended Job the action re-runs (named for any other
+    action, a small model re-ran a suspended Job), k8s_delete for a pod of a running Job
+    it deletes, k8s_rollout_restart for a workload it restarts (seen: a restart done as a
+    scale to the same count, which replaces no pod). `read`: the named objects' facts."""
     action = step_input.action
     if action is None:
         return []
     said = action.action.casefold()
     named = sorted(action_names(action.mutationSet, tools.config.namespace))
+    ended = {f.name for f in read if f.kind is FactKind.Job and f.ended is not None}
+    jobs = [name for kind, name in named if kind is FactKind.Job]
     lines = []
-    if tools.reruns_jobs() and _RERUN.search(said):
+    if _POD_DELETE.search(said):
+        # Seen: "Delete stuck pod" told to re-run its running Job, refused twice, stopped.
+        lines += [
+            f"To delete a pod of Job {name}, find it with k8s_list, kind Pod and "
+            f"label_selector job-name={name}; then call k8s_delete with kind Pod and that "
+            f"pod's name. The Job controller starts a fresh pod; leave Job {name} as it is."
+            for name in jobs
+            if name not in ended
+        ]
+    elif tools.reruns_jobs() and _RERUN.search(said):
         lines += [
             f"To re-run Job {name} (delete it and create it again, same spec), call "
             f"k8s_rerun_job with name {name}: one call does both."
-            for kind, name in named
-            if kind is FactKind.Job
+            for name in jobs
+            if name in ended
         ]
     if _RESTART.search(said):
         lines += [
