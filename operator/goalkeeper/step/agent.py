@@ -271,25 +271,17 @@ async def run_observe(
     return outcome
 
 
-def unchanged_row(step_input: StepInput, read: Sequence[ObjectFacts]) -> int:
-    """How many checks in a row, this one included, read the goal's objects as `read` does;
-    0 when they changed since the check before or none was read."""
-    since = step_input.factsSince
-    if not since or since >= step_input.check or goal_print(read) != step_input.factsPrint:
-        return 0
-    return step_input.check - since + 1
-
-
 def unchanged(step_input: StepInput, read: Sequence[ObjectFacts]) -> str:
     """The fact sheet's line saying that the goal's objects read the same as at the checks
     before, for how many in a row; '' when they changed or none was read. Seen: a task's
     "no completion for 2 checks in a row" never noticed, each check waiting again."""
-    row = unchanged_row(step_input, read)
-    if not row:
+    since = step_input.factsSince
+    if not since or since >= step_input.check or goal_print(read) != step_input.factsPrint:
         return ""
+    row = step_input.check - since + 1
     return (
         f"\n- Unchanged: the objects the goal names read exactly the same at every check "
-        f"since check {step_input.factsSince}: {row} checks in a row, this one included."
+        f"since check {since}: {row} checks in a row, this one included."
     )
 
 
@@ -396,7 +388,6 @@ def asked_again(
         gives_up_untried(observation, step_input),
         waits_for_nothing(observation, step_input, goal_facts),
         completes_untried(observation, step_input, goal_facts),
-        waits_unchanged(observation, step_input, goal_facts),
     ):
         if question is not None:
             return question
@@ -498,35 +489,6 @@ def waits_for_nothing(
             frozenset({Route.wait, Route.stop} if recorded else {Route.wait}),
         )
     return None
-
-
-# The same goal facts at this many checks in a row, this one included, make a wait a question.
-UNCHANGED_ROW = 2
-
-
-def waits_unchanged(
-    observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
-) -> Question | None:
-    """Why a wait short of the goal is asked again while the objects the goal names read the
-    same at the last checks and the task authorizes actions: a task may allow one exactly
-    when nothing moves. The same wait again stands. Else None. Not right after an action.
-    Seen: a Job whose pod hung, its task allowing a pod deletion after 2 checks without a
-    completion, answered wait at every check up to the safety limit."""
-    if observation.route is not Route.wait or observation.goal is GoalState.complete:
-        return None
-    previous = step_input.previousObservation
-    if not step_input.authorizedActions or (previous and previous.route is Route.act):
-        return None
-    row = unchanged_row(step_input, goal_facts)
-    if row < UNCHANGED_ROW:
-        return None
-    return Question(
-        "Route 'wait' again, yet nothing moved: the objects the goal names read exactly the "
-        f"same at every check since check {step_input.factsSince}, {row} checks in a row. "
-        f"Hold the task's words against that. The task authorizes these actions: "
-        f"{_listed(step_input)}. If the task allows one of them now, answer route act with "
-        "it. If waiting is still right, give the same answer again."
-    )
 
 
 def restarts_recorded(step_input: StepInput) -> bool:
