@@ -162,15 +162,6 @@ def scaled_to(action: str) -> int | None:
     return counts.pop() if len(counts) == 1 else None
 
 
-def spec_short_of_stop_rule(fact: ObjectFacts, stop_when: str) -> int | None:
-    """The stop rule's replica count for a workload at rest whose own spec asks for fewer:
-    it runs every replica it asks for, so it stays short until its spec changes. Else None."""
-    if fact.kind not in _WORKLOADS or _rollout_short(fact):
-        return None
-    wanted = _short_of_stop_rule(fact, stop_when)
-    return wanted if wanted is not None and (fact.replicas or 0) < wanted else None
-
-
 def _short_of_stop_rule(fact: ObjectFacts, stop_when: str) -> int | None:
     """The stop rule's replica count for `fact` when the workload is short of it."""
     wanted = stop_rule_replicas(stop_when, fact.name)

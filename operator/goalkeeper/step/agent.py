@@ -30,8 +30,6 @@ from goalkeeper.core.facts import (
     goal_objects,
     goal_print,
     runs_earlier_config,
-    scaled_to,
-    spec_short_of_stop_rule,
 )
 from goalkeeper.core.guards import named_action
 from goalkeeper.core.models import (
@@ -291,15 +289,6 @@ COPIED = re.compile(r"^The answer repeats the worked example's (\w+) ")
 BORROWED = re.compile(r"^The action names the worked example's ")
 
 
-@dataclass(frozen=True)
-class Question:
-    """An answer asked about again, once a step, and the routes the grammar then leaves out
-    (none: the same answer again stands)."""
-
-    text: str
-    refutes: frozenset[Route] = frozenset()
-
-
 @dataclass
 class Refusals:
     """The in-step check of each answer (`sound`), keeping the last refusal and logging
@@ -325,15 +314,27 @@ class Refusals:
         try:
             named = sound(observation, self.step_input, self.tools, self.worked_example)
             # Asked once, and only with a retry left: a second stop or wait stands.
-            if self.asked_again or ctx.last_attempt:
-                return observation
-            question = asked_again(observation, self.step_input, goal_objects(named))
-            if question is None:
-                return observation
-            self.asked_again = True
-            if question.refutes:
-                self.refuted.setdefault("route", set()).update(r.value for r in question.refutes)
-            raise ModelRetry(question.text)
+            ask = not self.asked_again and not ctx.last_attempt
+            question = None
+            if ask:
+                goal = goal_objects(named)
+                question = gives_up_untried(observation, self.step_input) or waits_for_nothing(
+                    observation, self.step_input, goal
+                )
+                if question is not None:
+                    routes = self.refuted.setdefault("route", set())
+                    routes.add(observation.route.value)
+                    if question.startswith(WAITS_FOR_NOTHING) and restarts_recorded(
+                        self.step_input
+                    ):
+                        # Seen: the wait refused, a stop 'paidActionNotApproved' instead.
+                        routes.add(Route.stop.value)
+                else:  # the same complete may stand: its route stays open
+                    question = completes_untried(observation, self.step_input, goal)
+            if question is not None:
+                self.asked_again = True
+                raise ModelRetry(question)
+            return observation
         except ModelRetry as refused:
             self.last = str(refused)
             claim = REFUTED_CLAIM.match(self.last)
@@ -379,22 +380,7 @@ def sound(
     return against_facts(observation, step_input, tools)
 
 
-def asked_again(
-    observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
-) -> Question | None:
-    """The question `observation` is asked again with, if any. `goal_facts`: the facts of
-    the objects the goal names, as the step read them."""
-    for question in (
-        gives_up_untried(observation, step_input),
-        waits_for_nothing(observation, step_input, goal_facts),
-        completes_untried(observation, step_input, goal_facts),
-    ):
-        if question is not None:
-            return question
-    return None
-
-
-def gives_up_untried(observation: Observation, step_input: StepInput) -> Question | None:
+def gives_up_untried(observation: Observation, step_input: StepInput) -> str | None:
     """Why a stop short of the goal at a run's first check is asked again, while the task
     authorizes actions none of which was tried; else None. Seen: a Deployment at 0 of the 2
     replicas its task allowed, stopped `outsideAuthority` instead of scaled."""
@@ -402,18 +388,17 @@ def gives_up_untried(observation: Observation, step_input: StepInput) -> Questio
         return None
     if step_input.previousObservation is not None or not step_input.authorizedActions:
         return None
-    return Question(
+    return (
         f"Route 'stop' with goal '{observation.goal.value}' ends the run for good, before "
         f"any action of the task was tried. The task authorizes these actions: "
         f"{_listed(step_input)}. If one of them moves the goal forward, answer route act "
-        "with it; else route wait.",
-        frozenset({Route.stop}),
+        "with it; else route wait."
     )
 
 
 def completes_untried(
     observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
-) -> Question | None:
+) -> str | None:
     """Why a `complete` at a run's first check is asked again, while the task authorizes
     actions none of which was tried and no Job the goal names has ended; else None. Seen:
     a stop rule of two parts ("the queue is clear and the Deployment is back at 0
@@ -424,7 +409,7 @@ def completes_untried(
         return None
     if any(f.kind is FactKind.Job and f.ended is not None for f in goal_facts):
         return None
-    return Question(
+    return (
         "Goal 'complete' at the first check ends the run before any action of the task was "
         f"tried. Hold each part of the stop rule against what you read: {step_input.stopWhen} "
         "If any part is not shown to hold now, the goal is not complete: answer route act "
@@ -438,57 +423,34 @@ WAITS_FOR_NOTHING = "Route 'wait' waits for nothing that moves by itself"
 
 def waits_for_nothing(
     observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
-) -> Question | None:
-    """Why a wait short of the goal is asked again, the wait left out of the grammar, while
-    the task authorizes actions and a workload the goal names stays as it is by itself,
-    with no rollout under way: its running pods read a ConfigMap's earlier data (a pod reads
-    it only when it starts), or it runs every replica its spec asks for, fewer than the
-    stop rule's count for it. Else None. Not right after an action, whose rollout may still
-    be under way. Seen: a Deployment to be restarted after a config fix, and a StatefulSet
-    at 1 of the 3 replicas its stop rule named, each answered wait at every check up to the
-    safety limit."""
+) -> str | None:
+    """Why a wait short of the goal is asked again while a workload the goal names runs a
+    ConfigMap's earlier data, no rollout is under way and the task authorizes actions: a
+    pod reads it only when it starts, so nothing changes it by itself. Else None. Not right
+    after an action, whose rollout may still be replacing the pods. Seen: a Deployment to
+    be restarted after a config fix, answered wait at every check up to the safety limit.
+    `goal_facts`: the facts of the objects the goal names, as the step read them."""
     if observation.route is not Route.wait or observation.goal is GoalState.complete:
         return None
     previous = step_input.previousObservation
     if not step_input.authorizedActions or (previous and previous.route is Route.act):
         return None
-    listed = f"The task authorizes these actions: {_listed(step_input)}."
     stale = next((f for f in goal_facts if runs_earlier_config(f)), None)
-    if stale is not None:
-        # Seen: the wait refused, a stop 'paidActionNotApproved' instead.
-        recorded = restarts_recorded(step_input)
-        then = (
-            "Answer route act with the one that restarts them."
-            if recorded
-            else "Route stop only if none of them would replace those pods; else answer "
-            "route act with the one that does."
-        )
-        return Question(
-            f"{WAITS_FOR_NOTHING}: the running pods of {stale.ref} started before ConfigMap "
-            f"{', '.join(stale.staleConfig or [])} was last written, and a pod reads it only "
-            "when it starts, so they keep its earlier data until they are replaced. "
-            f"{listed} {then}",
-            frozenset({Route.wait, Route.stop} if recorded else {Route.wait}),
-        )
-    for fact in goal_facts:
-        wanted = spec_short_of_stop_rule(fact, step_input.stopWhen)
-        if wanted is None:
-            continue
-        recorded = any(scaled_to(a.description) == wanted for a in step_input.authorizedActions)
-        then = (
-            "Answer route act with the one that scales it."
-            if recorded
-            else "Route stop only if none of them would bring it there; else answer route "
-            "act with the one that does."
-        )
-        return Question(
-            f"{WAITS_FOR_NOTHING}: {fact.ref} runs all {fact.replicas or 0} of the replicas "
-            f"its spec asks for and no rollout is under way, so it stays at "
-            f"{fact.replicas or 0} until its spec changes; the stop rule wants {wanted}. "
-            f"{listed} {then}",
-            frozenset({Route.wait, Route.stop} if recorded else {Route.wait}),
-        )
-    return None
+    if stale is None:
+        return None
+    then = (
+        "Answer route act with the one that restarts them."
+        if restarts_recorded(step_input)
+        else "Route stop only if none of them would replace those pods; else answer route "
+        "act with the one that does."
+    )
+    return (
+        f"{WAITS_FOR_NOTHING}: the running pods of "
+        f"{stale.kind.value} {stale.name} started before ConfigMap "
+        f"{', '.join(stale.staleConfig or [])} was last written, and a pod reads it only when "
+        "it starts, so they keep its earlier data until they are replaced. The task "
+        f"authorizes these actions: {_listed(step_input)}. {then}"
+    )
 
 
 def restarts_recorded(step_input: StepInput) -> bool:
@@ -563,14 +525,13 @@ async def run_act(
             "the act step's tools are not limited to the action's mutation set",
             StepErrorKind.internal,
         )
-    read = _named_objects(step_input, tools)
     user = prompts.act_user_prompt(
         step_input,
         fence_id=tools.config.fence_id,
         namespace=tools.config.namespace,
         now=_now(clock),
-        facts=facts.sheet(read, tools.k8s_get),
-        one_calls=_one_calls(step_input, tools, facts.facts_of(read)),
+        facts=facts.sheet(_named_objects(step_input, tools), tools.k8s_get),
+        one_calls=_one_calls(step_input, tools),
     )
     outcome = await run_agent(
         output_type=ActionResult,
@@ -587,43 +548,29 @@ async def run_act(
 
 # An action that asks for a Job to run again: "re-run", "recreate", "delete ... and create".
 _RERUN = re.compile(r"re-?run|recreat|\bdelet")
-# An action that deletes a pod ("delete its stuck pod", "Delete stuck pod: delete pod").
-_POD_DELETE = re.compile(r"\bdelet.*\bpods?\b")
 # An action that asks for a workload's pods to be replaced ("rollout restart", "redeploy"),
 # not one that only mentions a rollout ("roll out image v2", "wait for the rollout").
 _RESTART = re.compile(r"\brestart|\bredeploy")
 _RESTARTABLE = (FactKind.Deployment, FactKind.StatefulSet, FactKind.DaemonSet)
 
 
-def _one_calls(step_input: StepInput, tools: StepTools, read: Sequence[ObjectFacts]) -> list[str]:
+def _one_calls(step_input: StepInput, tools: StepTools) -> list[str]:
     """The tool that does the action in one call, for each object of its mutation set that
-    has one: k8s_rerun_job for an ended Job the action re-runs (named for any other
-    action, a small model re-ran a suspended Job), k8s_delete for a pod of a running Job
-    it deletes, k8s_rollout_restart for a workload it restarts (seen: a restart done as a
-    scale to the same count, which replaces no pod). `read`: the named objects' facts."""
+    has one: k8s_rerun_job for a Job the action re-runs (named for any other action, a
+    small model re-ran a suspended Job), k8s_rollout_restart for a workload it restarts
+    (seen: a restart done as a scale to the same count, which replaces no pod)."""
     action = step_input.action
     if action is None:
         return []
     said = action.action.casefold()
     named = sorted(action_names(action.mutationSet, tools.config.namespace))
-    ended = {f.name for f in read if f.kind is FactKind.Job and f.ended is not None}
-    jobs = [name for kind, name in named if kind is FactKind.Job]
     lines = []
-    if _POD_DELETE.search(said):
-        # Seen: "Delete stuck pod" told to re-run its running Job, refused twice, stopped.
-        lines += [
-            f"To delete a pod of Job {name}, find it with k8s_list, kind Pod and "
-            f"label_selector job-name={name}; then call k8s_delete with kind Pod and that "
-            f"pod's name. The Job controller starts a fresh pod; leave Job {name} as it is."
-            for name in jobs
-            if name not in ended
-        ]
-    elif tools.reruns_jobs() and _RERUN.search(said):
+    if tools.reruns_jobs() and _RERUN.search(said):
         lines += [
             f"To re-run Job {name} (delete it and create it again, same spec), call "
             f"k8s_rerun_job with name {name}: one call does both."
-            for name in jobs
-            if name in ended
+            for kind, name in named
+            if kind is FactKind.Job
         ]
     if _RESTART.search(said):
         lines += [

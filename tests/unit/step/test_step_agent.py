@@ -325,35 +325,6 @@ async def test_an_act_that_re_runs_a_job_is_told_the_one_call_that_does_it() -> 
     assert "k8s_rerun_job" not in str(seen[0][0].parts[-1].content)
 
 
-def running_job(name: str = "export") -> dict[str, Any]:
-    body = failed_job(name)
-    body["status"] = {"active": 1, "startTime": "2026-12-03T10:00:00Z"}
-    return body
-
-
-async def test_an_act_that_deletes_a_running_jobs_pod_is_told_how_not_to_re_run_it() -> None:
-    """Seen: "Delete stuck pod" on a running Job was told to call k8s_rerun_job, which
-    refused it twice ("only a Job that succeeded or failed is re-run") and the run stopped.
-    A pod deletion is pointed at its pod; a re-run only ever at a Job that ended."""
-    opted_in = tools(
-        FakeKube([running_job()]), mutation_set=("jobs/export",), extra_verbs=("create", "delete")
-    )
-
-    async def told(said: str) -> str:
-        model, seen = scripted(final({"outcome": "blocked", "evidence": "Not done."}))
-        asked = action(action=said, mutationSet=["jobs/export"], kind="recover")
-        await run_act(step_input("act", action=asked), model, opted_in)
-        return str(seen[0][0].parts[-1].content)  # type: ignore[union-attr]
-
-    user = await told("Delete stuck pod: delete pod.")
-    assert "To delete a pod of Job export, find it with k8s_list, kind Pod and" in user
-    assert "label_selector job-name=export; then call k8s_delete with kind Pod" in user
-    assert "k8s_rerun_job with" not in user
-    # A re-run of a Job that still runs is pointed at nothing: the tool would refuse it.
-    assert "k8s_rerun_job with" not in await told("Re-run Job export.")
-    assert "To delete a pod of Job" not in await told("Re-run Job export.")
-
-
 async def test_an_act_that_restarts_a_workload_is_told_the_one_call_that_does_it() -> None:
     kube = FakeKube([deployment()])
     restart = action(

@@ -400,23 +400,6 @@ async def test_a_wait_while_the_goals_workload_runs_earlier_config_data_is_asked
     assert len(seen) == 2
 
 
-def routes_asked(*bodies: dict[str, Any]) -> tuple[Any, list[Any], list[set[str]]]:
-    """A scripted model answering `bodies` in turn, and the routes each request's grammar
-    admitted."""
-    routes: list[set[str]] = []
-
-    def answer(body: dict[str, Any]) -> Any:
-        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-            schema = info.output_tools[0].parameters_json_schema
-            routes.append({v["properties"]["route"]["const"] for v in schema["anyOf"]})
-            return final(body)
-
-        return respond
-
-    model, seen = scripted(*(answer(b) for b in bodies))
-    return model, seen, routes
-
-
 async def test_with_a_recorded_restart_the_stale_pods_leave_the_grammar_act_alone() -> None:
     """Seen: the wait refused, the model stopped 'paidActionNotApproved' instead. With a
     recorded action that restarts the pods, neither wait nor stop is admitted again."""
@@ -428,7 +411,17 @@ async def test_with_a_recorded_restart_the_stale_pods_leave_the_grammar_act_alon
     )
     restart = observation_dict("act", action=action(mutationSet=["deployments/pricing-worker"]))
     waits = observation_dict("wait", goal="incomplete", work="running")
-    model, seen, routes = routes_asked(waits, restart)
+    routes: list[set[str]] = []
+
+    def answer(body: dict[str, Any]) -> Any:
+        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            schema = info.output_tools[0].parameters_json_schema
+            routes.append({v["properties"]["route"]["const"] for v in schema["anyOf"]})
+            return final(body)
+
+        return respond
+
+    model, seen = scripted(answer(waits), answer(restart))
     outcome = await run_observe(given, model, tools(stale_worker()), routed_output=True)
     assert outcome.ok and outcome.result is not None, outcome.error
     assert routes == [{"wait", "act", "stop"}, {"act"}]
@@ -447,79 +440,6 @@ async def test_a_wait_is_taken_at_once_after_an_action_with_fresh_pods_or_nothin
         (step_input(**base), stale_worker()),
     ):
         model, seen = scripted(final(waits))
-        outcome = await run_observe(given, model, tools(kube))
-        assert outcome.ok and outcome.result is not None, outcome.error
-        assert outcome.result["route"] == "wait" and len(seen) == 1
-
-
-def broker(replicas: int = 1, ready: int = 1) -> dict[str, Any]:
-    body = deployment("queue-broker", replicas=replicas)
-    body["kind"] = "StatefulSet"
-    body["status"].update(readyReplicas=ready, availableReplicas=ready, updatedReplicas=ready)
-    return body
-
-
-BROKER_TASK = "You may scale StatefulSet queue-broker from 1 to 3 replicas."
-BROKER_STOP = "Stop when queue-broker has 3 ready replicas."
-SCALE_BROKER = [
-    {
-        "id": "scale-queue-broker",
-        "description": "Scale StatefulSet queue-broker: set replicas to 3.",
-        "paid": False,
-    }
-]
-WAITS = observation_dict("wait", goal="incomplete", work="running")
-
-
-async def test_a_wait_on_a_workload_at_rest_below_the_stop_rules_count_is_asked_about() -> None:
-    """queue-broker runs the 1 replica its spec asks for, the stop rule wants 3, and the
-    task allows the scale: nothing moves by itself, so the wait is asked again, and with a
-    recorded scale the grammar admits act alone."""
-    given = step_input(task=BROKER_TASK, stopWhen=BROKER_STOP, authorizedActions=SCALE_BROKER)
-    scale = observation_dict("act", action=action(mutationSet=["statefulsets/queue-broker"]))
-    model, seen, routes = routes_asked(WAITS, scale)
-    outcome = await run_observe(given, model, tools(FakeKube([broker()])), routed_output=True)
-    assert outcome.ok and outcome.result is not None, outcome.error
-    assert outcome.result["route"] == "act"
-    assert routes == [{"wait", "act", "stop"}, {"act"}]
-    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
-    assert "Route 'wait' waits for nothing that moves by itself" in retry
-    assert "StatefulSet queue-broker runs all 1 of the replicas its spec asks for" in retry
-    assert "the stop rule wants 3" in retry
-    assert "scale-queue-broker (Scale StatefulSet queue-broker: set replicas to 3)" in retry
-    assert "Answer route act with the one that scales it." in retry
-
-    # No recorded action scales: stop stays open beside act.
-    other = [{"id": "restart", "description": "Restart StatefulSet queue-broker.", "paid": False}]
-    given = step_input(task=BROKER_TASK, stopWhen=BROKER_STOP, authorizedActions=other)
-    model, seen, routes = routes_asked(WAITS, observation_dict("stop", **GIVEN_UP))
-    outcome = await run_observe(given, model, tools(FakeKube([broker()])), routed_output=True)
-    assert outcome.ok and outcome.result is not None, outcome.error
-    assert routes == [{"wait", "act", "stop"}, {"act", "stop"}]
-
-
-async def test_a_wait_on_a_workload_on_its_way_or_right_after_an_action_is_taken_at_once() -> None:
-    base = {"task": BROKER_TASK, "stopWhen": BROKER_STOP}
-    acted = observation_dict("act", action=action(mutationSet=["statefulsets/queue-broker"]))
-    for given, kube in (
-        # Its spec asks for 3 and 1 is ready: the rollout is under way.
-        (step_input(**base, authorizedActions=SCALE_BROKER), FakeKube([broker(3, 1)])),
-        (
-            step_input(**base, authorizedActions=SCALE_BROKER, previousObservation=acted),
-            FakeKube([broker()]),
-        ),
-        (step_input(**base), FakeKube([broker()])),
-        # A stop rule naming no count for it.
-        (
-            step_input(
-                task=BROKER_TASK,
-                stopWhen="Stop when the sale is over.",
-                authorizedActions=SCALE_BROKER,
-            ),
-            FakeKube([broker()]),
-        ),
-    ):
-        model, seen = scripted(final(WAITS))
         outcome = await run_observe(given, model, tools(kube))
         assert outcome.ok and outcome.result is not None, outcome.error
         assert outcome.result["route"] == "wait" and len(seen) == 1
