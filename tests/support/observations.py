@@ -7,15 +7,14 @@ from typing import Any
 
 from goalkeeper.core.models import ActionResult, AuthorityExtraction, Observation
 
-# The standard task: its sentences grant what `contract()` and `AUTHORIZED` list.
+# The standard task: its sentences grant what `contract()` and `AUTHORIZED` list, each in a
+# form the engine reads whole (core/reading.py).
 TASK = (
     "Finish the nightly build: Job build in this namespace must complete. You may resume "
-    "the build Job (spec.suspend=false) and restart it after an operational failure. You "
-    "may fix the build configuration through the repair flow. Do not change anything else."
+    "Job build. You may fix the build configuration through the repair flow. Do not change "
+    "anything else."
 )
-RESUME = (
-    "You may resume the build Job (spec.suspend=false) and restart it after an operational failure."
-)
+RESUME = "You may resume Job build."
 FIX = "You may fix the build configuration through the repair flow."
 FINISH = "Finish the nightly build: Job build in this namespace must complete."
 
@@ -39,10 +38,29 @@ def extraction(**overrides: Any) -> dict[str, Any]:
     }
 
 
+# A verb the engine grants for each kind, and how a person writes it.
+_SAYS = {
+    "Job": "resume Job {name}",
+    "CronJob": "resume CronJob {name}",
+    "Deployment": "restart Deployment {name}",
+    "StatefulSet": "restart StatefulSet {name}",
+    "DaemonSet": "restart DaemonSet {name}",
+    "ConfigMap": "set key value of ConfigMap {name} to on",
+}
+
+
+# Ways to say the same grant again, so that each action quotes a sentence of its own.
+_AGAIN = ("", " if needed", " when needed", " as needed", " if necessary", " when necessary")
+
+
 def granting(observed: Observation) -> tuple[str, AuthorityExtraction]:
-    """Sentences a person could have written to grant exactly the authority `observed`
-    states, and the extraction that quotes them: for tests whose subject is what happens
-    after the authority is recorded."""
+    """Sentences a person could have written to grant the authority `observed` states, and
+    the extraction that quotes them: for tests whose subject is what happens after the
+    authority is recorded. Each authorized action is a grant on the next allowed resource
+    of a kind the engine can grant (a repair workflow when none is left); a resource no
+    action uses, or of a kind no verb acts on, is not granted."""
+    from goalkeeper.core.mutations import KubeTarget, parse_entry
+
     said: list[str] = []
 
     def say(sentence: str) -> str:
@@ -50,23 +68,21 @@ def granting(observed: Observation) -> tuple[str, AuthorityExtraction]:
         return sentence
 
     found = observed.contract
-    lists = ("allowedResources", "allowedSystems", "allowedFiles", "allowedRecoveryActions")
-    quoted = {
-        field: [
-            {"entry": entry, "quote": say(f"Grant {n} allows {entry}.")}
-            for n, entry in enumerate(getattr(found, field), len(said))
-        ]
-        for field in lists
-    }
-    actions = [
-        {
-            "id": a.id,
-            "description": a.description,
-            "paid": a.paid,
-            "quote": say(f"Action {a.id} is allowed: {a.description.rstrip('.')}."),
-        }
-        for a in observed.authorizedActions
-    ]
+    objects = []
+    for entry in found.allowedResources:
+        target = parse_entry(entry, "")
+        if isinstance(target, KubeTarget) and target.kind in _SAYS and "*" not in target.name:
+            objects.append((target.kind, target.name))
+    actions = []
+    for n, a in enumerate(observed.authorizedActions or []):
+        if n < len(objects):
+            kind, name = objects[n]
+            sentence = f"You may {_SAYS[kind].format(name=name)}{_AGAIN[n % len(_AGAIN)]}."
+        else:
+            sentence = f"You may fix step {n} through the repair flow."
+        actions.append(
+            {"id": a.id, "description": a.description, "paid": a.paid, "quote": say(sentence)}
+        )
     ceiling = None
     if found.costCeiling is not None:
         amount, currency = found.costCeiling.amount, found.costCeiling.currency
@@ -75,6 +91,13 @@ def granting(observed: Observation) -> tuple[str, AuthorityExtraction]:
             "currency": currency,
             "quote": say(f"The cost ceiling is {amount} {currency}."),
         }
+    # Prose grants nothing: each entry quotes one plain sentence.
+    prose = ("allowedSystems", "allowedFiles", "allowedRecoveryActions")
+    notes = say("The notes below come with the grants.")
+    quoted = {
+        field: [{"entry": entry, "quote": notes} for entry in getattr(found, field)]
+        for field in prose
+    }
     body = {
         "goal": found.goal,
         **quoted,

@@ -262,8 +262,8 @@ def test_at_the_safety_limit_no_person_is_asked() -> None:
 
 
 PRICED = (
-    f"{TASK} Each run of Job build rents a build farm for about 12 USD. Spending is capped "
-    "at 5 USD unless a person approves more."
+    f"{TASK} Each run of Job build costs about 12 USD. Spending is capped at 5 USD unless a "
+    "person approves more."
 )
 
 
@@ -292,7 +292,7 @@ def test_a_paid_action_without_an_estimate_asks_for_the_price_the_task_states() 
 def test_a_rate_is_no_estimate_and_the_paid_action_stops() -> None:
     loop = Loop(
         options={"approval_window": WINDOW},
-        task=PRICED.replace("for about 12 USD", "at 12 USD per hour"),
+        task=PRICED.replace("about 12 USD", "12 USD per hour"),
     )
     loop.start()
     loop.observe(priced_act())

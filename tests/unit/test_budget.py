@@ -18,7 +18,8 @@ from goalkeeper.core.engine import (
 )
 from goalkeeper.core.models import (
     GRANTS_MAX,
-    QUOTE_MAX,
+    TYPED_MAX,
+    UNCLEAR_MAX,
     AuthorityExtraction,
     MonitorSpec,
     MonitorStatus,
@@ -38,37 +39,29 @@ def maximal(route: str = "wait", n: int = 0) -> Observation:
 
 def maximal_authority() -> tuple[MonitorSpec, AuthorityExtraction]:
     """A spec at its bounds whose words grant the most a task reading can make us record:
-    every grant list and the actions at the extraction's bound, each entry at its longest
-    and with the longest quote, a ceiling, the restrictions at their bounds, and forbidding
-    sentences that no granted action runs into (kept as prohibitions)."""
-    names = [f"r{i:02d}" + "n" * 492 for i in range(8)]  # jobs/<name>: 500 characters
-    granting = [f"you may resume jobs/{name} for the build." for name in names]
-    ceiling = "the cost ceiling is 100 usd for the build."
-    body = " ".join([*granting, ceiling])
-    task = body + " " + "t" * (8000 - len(body) - 1)
-    starts = [task.index(sentence) for sentence in granting]
-
-    def quote(i: int) -> str:
-        at = starts[i % len(starts)]
-        return task[at : at + QUOTE_MAX]
+    typed grants at the record's bound, each object's name at its longest and each quote
+    at its longest, the prose lists and the actions at the extraction's bound, a ceiling,
+    the restrictions at their bounds, prohibitions no grant runs into, and unclear
+    sentences past the record's bound."""
+    names = [f"r{i:02d}" + "n" * 250 for i in range(TYPED_MAX)]  # 253 characters
+    granting = [f"You may resume Job {name}." for name in names]
+    ceiling = "The cost ceiling is 100 USD for the build."
+    unclear = [f"You may {i:02d} " + "u" * 180 + "." for i in range(UNCLEAR_MAX + 2)]
+    task = " ".join([*granting, ceiling, *unclear])
+    assert len(task) <= 8000
+    forbidding = [f"Never restart Deployment f{i:02d}" + "q" * 250 + "." for i in range(13)]
+    stop_when = " ".join(forbidding)
+    restrictions = maximal_dict()["contract"]
 
     def entries(prefix: str, fill: str) -> list[dict[str, str]]:
         return [
-            {"entry": (f"{prefix} {i:02d} " + fill * 500)[:500], "quote": quote(i)}
+            {"entry": (f"{prefix} {i:02d} " + fill * 500)[:500], "quote": granting[i]}
             for i in range(GRANTS_MAX)
         ]
 
-    forbidding = [f"never delete the {i} " + "q" * 460 + " database." for i in range(8)]
-    stop_when = " ".join(forbidding)
-    stop_when += " " + "s" * (4000 - len(stop_when) - 1)
-    restrictions = maximal_dict()["contract"]
     extraction = AuthorityExtraction.model_validate(
         {
             "goal": "g" * 8000,
-            "allowedResources": [
-                {"entry": f"jobs/{names[i % len(names)]}", "quote": quote(i)}
-                for i in range(GRANTS_MAX)
-            ],
             "allowedSystems": entries("build system", "s"),
             "allowedFiles": entries("build file", "f"),
             "allowedRecoveryActions": entries("resume the build", "r"),
@@ -76,15 +69,11 @@ def maximal_authority() -> tuple[MonitorSpec, AuthorityExtraction]:
                 {
                     "id": f"a{i:02d}-" + "i" * 196,
                     "description": (f"Resume the build {i:02d}. " + "d" * 1000)[:1000],
-                    "quote": quote(i),
+                    "quote": granting[i],
                 }
                 for i in range(GRANTS_MAX)
             ],
-            "costCeiling": {
-                "amount": 100,
-                "currency": "USD",
-                "quote": task[task.index(ceiling) :][:QUOTE_MAX],
-            },
+            "costCeiling": {"amount": 100, "currency": "USD", "quote": ceiling},
             **{field: restrictions[field] for field in RESTRICTIONS},
         }
     )
@@ -100,8 +89,11 @@ def authority_recorded(spec: MonitorSpec, extraction: AuthorityExtraction) -> Mo
     status = decision.status
     assert status.step is not None
     status = decide(spec, status, AuthorityExtracted(status.step.seq, extraction), NOW).status
-    assert status.authority is not None and not status.authority.dropped
-    assert len(status.authority.grants) == 5 * GRANTS_MAX + 1
+    record = status.authority
+    assert record is not None and not record.dropped
+    assert len(record.typedGrants) == TYPED_MAX and len(record.unclear) == UNCLEAR_MAX
+    assert len(record.typedProhibitions) == 13
+    assert len(record.grants) == 3 * GRANTS_MAX + 1
     assert status_size(status) <= STATUS_BUDGET
     return status
 

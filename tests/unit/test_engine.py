@@ -435,7 +435,9 @@ def reported(effects: tuple[object, ...]) -> str:
 def test_the_recorded_authority_is_pinned_and_a_widening_lie_is_refused() -> None:
     loop = Loop(granted_by_first_observation=True)
     loop.start()
-    loop.observe(observation("wait", authorizedActions=[], contract=contract(costCeiling=TEN_USD)))
+    # No action, so no object may change: an allowed resource is a typed grant's object.
+    granted = contract(costCeiling=TEN_USD, allowedResources=[])
+    loop.observe(observation("wait", authorizedActions=[], contract=granted))
     assert loop.status.authorizedActions == []
     assert loop.status.contract is not None and loop.status.contract.costCeiling is not None
     assert (loop.status.contract.costCeiling.amount, loop.status.contract.costCeiling.currency) == (
@@ -449,7 +451,7 @@ def test_the_recorded_authority_is_pinned_and_a_widening_lie_is_refused() -> Non
     lie = observation(
         "act",
         authorizedActions=[{**WIPE_DB, "paid": True}],
-        contract=contract(costCeiling={"amount": 1e12, "currency": "USD"}),
+        contract=contract(costCeiling={"amount": 1e12, "currency": "USD"}, allowedResources=[]),
         action=action(
             authorizedActionId="wipe-db",
             action="Drop every table of the build database.",
@@ -674,8 +676,10 @@ def test_restatement_in_other_words_case_or_spacing_is_not_a_widening() -> None:
     first = observation("wait").contract
     assert loop.status.contract == first
     assert step.input.contract == first
+    # A recorded action is described by its typed grant, not by any model's words.
     assert [a.description for a in step.input.authorizedActions] == [
-        a["description"] for a in AUTHORIZED
+        "resume Job build",
+        "repair the build configuration",
     ]
 
 

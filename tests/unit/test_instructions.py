@@ -28,13 +28,10 @@ from goalkeeper.core.models import (
     Words,
 )
 
-TASK = (
-    "Keep Deployment payments-api serving. You may scale Deployment payments-api to 3 "
-    "replicas when it is short of them."
-)
-SCALE = "You may scale Deployment payments-api to 3 replicas when it is short of them."
-NEVER = "Never scale Deployment payments-api outside the maintenance window."
-RESTART = "Teams may restart Deployment payments-api with a rollout restart."
+TASK = "Keep Deployment payments-api serving. You may scale Deployment payments-api to 3 replicas."
+SCALE = "You may scale Deployment payments-api to 3 replicas."
+NEVER = "Never scale Deployment payments-api."
+RESTART = "You may restart Deployment payments-api."
 
 
 def scale_action(quote: str = SCALE) -> dict[str, Any]:
@@ -62,7 +59,7 @@ def test_an_instruction_that_forbids_an_action_the_task_allows_drops_it(where: s
     kept = pinned({"authorizedActions": [scale_action()]}, **{where: NEVER})
     assert kept.actions == []
     assert kept.record.dropped == [
-        f"authorized action 'scale-payments-api': the {where} instructions forbid it: {NEVER!r}"
+        f"scale Deployment payments-api to 3: the {where} instructions forbid it: {NEVER!r}"
     ]
     assert NEVER in kept.record.prohibitions
     # Without the instruction the same reading grants it.
@@ -85,17 +82,16 @@ def test_an_instruction_that_grants_is_quoted_with_whose_words_it_is() -> None:
     }
     kept = pinned(found, namespace=f"Payments runs in this namespace. {RESTART}")
     assert [a.id for a in kept.actions] == ["restart-payments-api", "scale-payments-api"]
-    sources = {(g.field, g.entry): g.source for g in kept.record.grants}
+    sources = {g.id: g.source for g in kept.record.typedGrants}
     assert sources == {
-        ("allowedResources", "deployments/payments-api"): Words.namespaceInstructions,
-        ("authorizedActions", "restart-payments-api"): Words.namespaceInstructions,
-        ("authorizedActions", "scale-payments-api"): Words.task,
+        "restart-payments-api": Words.namespaceInstructions,
+        "scale-payments-api": Words.task,
     }
 
 
 def test_a_quote_may_not_run_across_the_task_and_the_instructions() -> None:
     # The stop rule's last words and the instructions' first, quoted as one: nobody wrote that.
-    across = "the user explicitly asks to stop. Teams may restart Deployment payments-api"
+    across = "the user explicitly asks to stop. You may restart Deployment payments-api"
     found = {"authorizedActions": [scale_action(across)]}
     kept = pinned(found, cluster=RESTART)
     assert kept.actions == []
@@ -195,7 +191,9 @@ def test_a_rule_that_says_how_or_when_grants_nothing() -> None:
     }
     kept = pinned(found, namespace=rule)
     assert kept.actions == [] and kept.contract.allowedResources == []
-    assert all("only in so many words" in why for why in kept.record.dropped)
+    assert "no grant the engine reads" in kept.record.dropped[0]
+    # It may limit the task's own grant on the same object: only a person's grant gives it.
+    assert "only a person's grant gives it" in kept.record.dropped[1]
 
 
 def test_a_list_under_a_forbidding_line_forbids_each_item() -> None:
@@ -206,7 +204,9 @@ def test_a_list_under_a_forbidding_line_forbids_each_item() -> None:
     )
     kept = pinned({"authorizedActions": [scale_action()]}, namespace=rules)
     assert kept.actions == []
-    assert "the namespace instructions forbid it" in kept.record.dropped[0]
+    # The heading is not read, and its "never" may take the grant back: a person decides.
+    assert "only a person's grant gives it" in kept.record.dropped[0]
+    assert kept.record.unclear
 
 
 @pytest.mark.parametrize(

@@ -1,24 +1,20 @@
-"""Authority from the person's words: which grants of an extraction the engine keeps.
+"""Authority from the person's words: the typed grants the engine keeps for a generation.
 
-The extract step's model reads only the task and the stop rule and quotes the words that
-give each grant. A model may still invent a grant, or read a prohibition as one, so the
-engine keeps a grant only when
+What may change is read by the grammar of `core/reading.py` from the task, the stop rule
+and the operators' instructions, never by word lists over the model's proposals: a grant
+is one verb of a closed vocabulary on exactly one object, read from a clause parsed whole,
+and a prohibition read the same way drops every grant it meets. A clause that may bear on
+authority but does not parse is *unclear*; no act runs until a person confirms or corrects
+the reading (`goalkeeper authority NAME`).
 
-- its quote is in the spec text (compared after case and whitespace normalisation);
-- no sentence the quote comes from forbids anything (`must not`, `never`, `only observe`);
-- the quote names what it grants: an allowed resource's name (and its kind, where the
-  entry says one), a URL's host, a command's program, a word of any other entry;
-- for an action, no forbidding sentence of the spec forbids every change, or names the
-  action's verb (or a verb that means any change) for an object the action names.
-
-Forbidding sentences are kept as prohibitions whatever the model listed; those that forbid
-any change to something are also recorded as forbidden changes. Restrictions the model
-found (forbidden changes, protected contracts, checks, stop conditions) only narrow and are
-kept as written.
-
-The operators' instructions (the cluster's and the namespace's, pinned with the spec
-generation) count as words too: a prohibition in them holds like one of the task, and a
-grant may quote them, recorded with whose words the quote is. Pure: no I/O.
+The extract step's model proposes a reading too. Its proposals grant nothing by
+themselves: an authorized action it names takes the id the model gave it when its quote is
+the sentence the engine read that one grant from, and a proposal the engine cannot read from
+the words is shown as refused, its sentence as unclear. Restrictions the model found
+(forbidden changes, protected contracts, checks, stop conditions) only narrow and are kept as
+written. The operators' instructions count as words: their prohibitions hold like the
+task's, and a grant may come from them only in so many words (a permission, not an
+imperative). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -27,6 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from goalkeeper.core import reading
 from goalkeeper.core.models import (
     INSTRUCTIONS_CONFIGMAP,
     INSTRUCTIONS_KEY,
@@ -36,19 +33,24 @@ from goalkeeper.core.models import (
     LIST_TOTAL_MAX,
     RECORD_ENTRIES,
     RECORD_QUOTE_MAX,
+    TYPED_MAX,
+    UNCLEAR_MAX,
     AuthorityExtraction,
     AuthorityRecord,
     AuthorizedAction,
     Contract,
     Grant,
+    GrantVerb,
     Instructions,
     Money,
     MonitorSpec,
     MonitorStatus,
-    QuotedEntry,
+    ObjectRef,
+    TypedGrant,
+    TypedProhibition,
+    UnclearWords,
     Words,
 )
-from goalkeeper.core.mutations import KINDS, CommandTarget, KubeTarget, UrlTarget, parse_entry
 
 # A quote must be at least this long and this many words: "Job" alone quotes nothing.
 QUOTE_MIN_CHARS, QUOTE_MIN_WORDS = 6, 2
@@ -64,124 +66,8 @@ _CHARS = str.maketrans(
         "\u00a0": " ",
     }
 )
-# A sentence ends at . ! ? before a space, at a blank line, or before a list item; a
-# single line break inside a paragraph is only wrapping.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n\s*|\n(?=\s*(?:[-*\u2022]|\d+[.)])\s)")
-# A forbidding sentence's clauses each name their own verbs and objects.
-_CLAUSE = re.compile(r";")
 _EDGES = " \t\"'`()[]{}<>.,;:!?"
 _WORD = re.compile(r"[a-z0-9][a-z0-9._/:-]*[a-z0-9]|[a-z0-9]")
-
-_FORBIDS = re.compile(
-    r"\b(?:must\s+not|mustn't|may\s+not|can\s*not|can't|could\s+not|do\s+not|don't|"
-    r"does\s+not|doesn't|shall\s+not|should\s+not|shouldn't|will\s+not|won't|never|"
-    r"not\s+(?:be\s+)?(?:allowed|permitted|authori[sz]ed)|forbidden|prohibited|"
-    r"(?:is|are)\s+not\s+to|no\s+(?:changes?|writes?|mutations?|actions?|edits?)\b|"
-    r"nothing\s+(?:may|must|should|can|is\s+to)\b|"
-    r"(?:nobody|no\s+(?:one|monitors?|steps?|teams?|users?|agents?))\s+"
-    r"(?:may|must|should|can|shall|is\s+to|are\s+to)\b|"
-    r"without\s+(?:changing|touching|modifying|altering|mutating)|"
-    r"leave\s+.*\b(?:alone|untouched|as\s+it\s+is|as\s+is)|"
-    r"(?:only|just|merely)\s+(?:to\s+)?(?:observe|watch|monitor|report|read|look|check|inspect)|"
-    r"(?:observe|watch|report|read|monitor)[\s-]only|read[\s-]only)"
-)
-# A sentence that allows watching alone forbids every change.
-_ONLY_WATCH = re.compile(
-    r"\b(?:(?:only|just|merely)\s+(?:to\s+)?(?:observe|watch|monitor|report|read|look|check|"
-    r"inspect)|(?:observe|watch|report|read|monitor)[\s-]only|read[\s-]only)\b"
-)
-_EVERYTHING = re.compile(
-    r"\b(?:anything|everything|any\s+(?:thing|object|resource|workload|change)s?|"
-    r"all\s+(?:objects|resources|workloads|things))\b(?!\s+(?:else|other))"
-)
-_PRONOUN = re.compile(r"\b(?:it|them|they|this one|these)\b")
-# Words of a forbidding clause that name no object.
-_NOT_NAMES = frozenset(
-    [
-        "never",
-        "forbidden",
-        "prohibited",
-        "allowed",
-        "permitted",
-        "must",
-        "not",
-        "don't",
-        "do",
-        "cannot",
-        "can't",
-        # Who may not: the subject of "No monitor may delete ...", never its object.
-        "nobody",
-        "no",
-        "one",
-        "monitor",
-        "monitors",
-        "step",
-        "steps",
-        "team",
-        "teams",
-        "user",
-        "users",
-        "agent",
-        "agents",
-        "here",
-    ]
-)
-_ELSE = re.compile(r"\b(?:else|other|others|otherwise)\b")
-# Verbs that mean any change at all.
-_ANY_CHANGE = re.compile(
-    r"\b(?:chang|modif|touch|alter|mutat|edit|tamper|interfer|act\b|acting|writ|mess)\w*"
-)
-# Verb stems of the changes an action makes; the first one in its text is its verb.
-_VERBS = (
-    "resum",
-    "unsuspend",
-    "suspend",
-    "paus",
-    "restart",
-    "rollout",
-    "roll out",
-    "redeploy",
-    "scal",
-    "delet",
-    "remov",
-    "creat",
-    "appl",
-    "patch",
-    "updat",
-    "set",
-    "rerun",
-    "re-run",
-    "retr",
-    "run",
-    "start",
-    "stop",
-    "kill",
-    "evict",
-    "cordon",
-    "drain",
-    "restor",
-    "rollback",
-    "roll back",
-    "upgrad",
-    "install",
-    "uninstall",
-    "purg",
-    "clean",
-    "replac",
-    "recreat",
-    "trigger",
-    "fix",
-    "repair",
-    "reset",
-    "unpaus",
-)
-_VERB = re.compile(r"\b(" + "|".join(re.escape(v) for v in _VERBS) + r")\w*")
-# Every word that names a kind, to the kind it names.
-_KIND_OF = {alias: k.kind.lower() for k in KINDS for alias in (k.kind.lower(), k.plural, *k.short)}
-# "Deployment pricing-worker": a Kind as Kubernetes spells it, then an object's name. Only
-# the capitalised Kind counts ("its pods read the fix" names no pod "read").
-_KIND_WORD = {k.kind: k.plural for k in KINDS}
-_NAMED_OBJECT = re.compile(r"\b([A-Z][A-Za-z]+)\s+`?([a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)`?")
 _STOPWORDS_TEXT = (
     "a an the this that these those it its them they their there here of in on at to for "
     "from by with and or but if when while until as is are be been being was were may must "
@@ -191,6 +77,7 @@ _STOPWORDS_TEXT = (
     "which who what whose where how why via per into onto up down out over"
 )
 _STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+_KIND_WORDS = frozenset(k.casefold() for k in reading.PLURALS) | frozenset(reading.PLURALS.values())
 
 
 def _flat(text: str) -> str:
@@ -198,95 +85,16 @@ def _flat(text: str) -> str:
     return " ".join(text.translate(_CHARS).casefold().split())
 
 
-# A line ending in a colon with a list under it: one sentence, its items as clauses.
-_LISTED = re.compile(r":[ \t]*\n((?:[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]+[^\n]*(?:\n|$))+)")
-_ITEM = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
-
-
-def _fold_lists(text: str) -> str:
-    def fold(match: re.Match[str]) -> str:
-        items = [_ITEM.sub("", line).strip().rstrip(".;") for line in match.group(1).splitlines()]
-        return ": " + "; ".join(item for item in items if item) + ".\n\n"
-
-    return _LISTED.sub(fold, text)
-
-
 def sentences(text: str) -> list[str]:
-    """The sentences of the person's words, as written, each on one line; a list under a
-    line that ends in a colon is one sentence with that line (so "must never: - a - b"
-    forbids both)."""
-    parts = _SENTENCE_END.split(_fold_lists(text))
-    return [" ".join(part.split()) for part in parts if part and part.strip()]
+    """The sentences of the person's words, as written, each on one line (a list item is
+    a sentence of its own)."""
+    return [s.text for s in reading.sentences(text)]
 
 
 def _words(text: str) -> set[str]:
     """The words of a text, and the parts of each path-like one (`jobs/build`)."""
     found = set(_WORD.findall(_flat(text)))
     return found | {part for word in found for part in re.split(r"[/:]", word) if part}
-
-
-def forbids(sentence: str) -> bool:
-    """Whether a sentence forbids something (a grant quoted from it is no grant)."""
-    return _FORBIDS.search(_flat(sentence)) is not None
-
-
-@dataclass(frozen=True)
-class _Prohibition:
-    sentence: str
-    everything: bool  # forbids every change to every object
-    any_verb: bool  # names a verb that means any change
-    verbs: frozenset[str]
-    objects: frozenset[str]  # empty: every object (a pronoun or nothing named)
-    complement: bool  # "anything else": what is not granted, which nothing grants anyway
-
-    def stops(self, verbs: set[str], named: set[str]) -> bool:
-        """Whether this prohibition forbids an action with these verbs on these words."""
-        if self.everything:
-            return True
-        if self.complement:
-            return False
-        if not (self.any_verb or self.verbs & verbs):
-            return False
-        return not self.objects or bool(self.objects & named)
-
-
-def _prohibitions(sentence: str) -> list[_Prohibition]:
-    """What a forbidding sentence forbids, clause by clause: the negation at its start
-    holds for every clause (`Not allowed: changing X; deleting anything`)."""
-    whole = _flat(sentence)
-    if _ONLY_WATCH.search(whole):
-        return [_Prohibition(sentence, True, True, frozenset(), frozenset(), False)]
-    found = []
-    for clause in _CLAUSE.split(whole):
-        verbs = frozenset(match.group(1) for match in _VERB.finditer(clause))
-        any_verb = _ANY_CHANGE.search(clause) is not None
-        if not (verbs or any_verb):
-            continue
-        universal = _EVERYTHING.search(clause) is not None
-        words = _words(clause)
-        kinds = {_KIND_OF[w] for w in words if w in _KIND_OF}
-        names = {
-            w
-            for w in words
-            if w not in _STOPWORDS
-            and w not in _KIND_OF
-            and w not in _NOT_NAMES
-            and not _VERB.fullmatch(w)
-            and not _ANY_CHANGE.fullmatch(w)
-        }
-        if universal or _PRONOUN.search(clause):
-            names, kinds = set(), set()  # everything, or whatever the task named before
-        found.append(
-            _Prohibition(
-                sentence=sentence,
-                everything=universal and any_verb,
-                any_verb=any_verb,
-                verbs=verbs,
-                objects=frozenset(names or kinds),
-                complement=not universal and _ELSE.search(clause) is not None and not names,
-            )
-        )
-    return found
 
 
 @dataclass(frozen=True)
@@ -333,9 +141,6 @@ class _Source:
         origins = {self.origins[i] for i in found}
         return origins.pop() if len(origins) == 1 else None
 
-    def origin_of(self, sentence: str) -> Words:
-        return self.origins[self.sentences.index(sentence)]
-
 
 # How a record names each source of words, in a refusal.
 WHOSE = {
@@ -343,6 +148,7 @@ WHOSE = {
     Words.stopWhen: "the stop rule",
     Words.clusterInstructions: "the cluster instructions",
     Words.namespaceInstructions: "the namespace instructions",
+    Words.person: "a person's confirmation",
 }
 
 
@@ -356,86 +162,6 @@ def words_of(spec: MonitorSpec, instructions: Instructions | None) -> list[tuple
             (Words.namespaceInstructions, instructions.namespace),
         ]
     return texts
-
-
-def _verbs(text: str) -> set[str]:
-    return {match.group(1) for match in _VERB.finditer(_flat(text))}
-
-
-# Verbs that say how, not what: an action described with one agrees with any grant.
-_HOW = frozenset({"set", "patch", "updat", "fix", "repair", "appl"})
-# Verbs that name one change between them.
-_SAME = (
-    frozenset({"resum", "unsuspend", "unpaus"}),
-    frozenset({"restart", "rollout", "roll out", "redeploy"}),
-    frozenset({"rerun", "re-run", "retr", "run", "start", "trigger"}),
-    frozenset({"delet", "remov", "purg", "clean"}),
-    frozenset({"creat", "install", "recreat"}),
-)
-
-
-def _verbs_agree(action: set[str], quote: set[str]) -> bool:
-    """Whether an action's verbs are among those its quote allows (either side without a
-    verb, or with one that only says how, agrees)."""
-    if not action or not quote or action & _HOW or quote & _HOW:
-        return True
-    widened = set(quote).union(*(same for same in _SAME if same & quote))
-    return bool(action & widened)
-
-
-# Grants that let something change: their quote must allow a change, in so many words or
-# by naming one, not only state the goal ("Finish Job build") or what to watch.
-_CHANGES = frozenset({"allowedResources", "authorizedActions"})
-_PERMITS = re.compile(
-    r"\b(?:may|can|allow(?:s|ed)?|permitted|permits?|authori[sz]ed|ok(?:ay)? to|free to)\b"
-)
-
-
-def _allows_a_change(sentence: str) -> bool:
-    flat = _flat(sentence)
-    return _PERMITS.search(flat) is not None or _VERB.search(flat) is not None
-
-
-def _significant(text: str) -> set[str]:
-    """The words of a text that are not a verb or filler."""
-    return {w for w in _words(text) if w not in _STOPWORDS and not _VERB.match(w)}
-
-
-def _shares_word(text: str, quote: str) -> bool:
-    """A quote names a grant when they share a word that is not a verb or filler."""
-    return bool(_significant(text) & _words(quote))
-
-
-def _names_target(entry: str, where: Sequence[str], quote: str) -> bool:
-    """A quote names what an allowed-resource entry names: the object's name (the fixed
-    part of a glob), with its kind in the same sentences; a URL's host; a program."""
-    target = parse_entry(entry, "")
-    flat = _flat(quote)
-    if isinstance(target, CommandTarget):
-        return target.argv0.casefold() in _words(quote)
-    if isinstance(target, UrlTarget):
-        return target.host in flat
-    if not isinstance(target, KubeTarget):
-        return False
-    fixed = [part for part in _flat(target.name).split("*") if part]
-    if not fixed or not all(part in flat for part in fixed):
-        return False
-    if "*" not in target.name and target.name.casefold() not in _words(quote):
-        return False
-    named = {_KIND_OF[w] for s in where for w in _words(s) if w in _KIND_OF}
-    kind = (target.kind or target.resource).casefold()
-    return _KIND_OF.get(kind, kind) in named
-
-
-def _objects_named(quote: str) -> list[str]:
-    """`plural/name` of each object `quote` names with its kind in words, in order."""
-    found = []
-    for kind, name in _NAMED_OBJECT.findall(quote):
-        plural = _KIND_WORD.get(kind)
-        # "the build Job from saved outputs" names no Job "from"; a verb is no name either.
-        if plural is not None and name not in _STOPWORDS and not _VERB.match(name):
-            found.append(f"{plural}/{name}")
-    return list(dict.fromkeys(found))
 
 
 def is_current(status: MonitorStatus, generation: int | None) -> bool:
@@ -464,20 +190,53 @@ class PinnedAuthority:
     record: AuthorityRecord
 
 
-_GRANT_LISTS = (
-    ("allowedResources", "allowed resource"),
+# Prose lists a reading may hold: shown to the observe and repair steps, never a write.
+_PROSE_LISTS = (
     ("allowedSystems", "allowed system"),
     ("allowedFiles", "allowed file"),
     ("allowedRecoveryActions", "allowed recovery action"),
 )
 
 
-# Why a grant is dropped for its quote alone: another sentence of the same words may give it.
+# Why a proposal of the model is not taken as it stands.
 QUOTE_NOT_FOUND = "its quote is not in the task, the stop rule or the instructions"
 QUOTE_ACROSS_SOURCES = "its quote runs across two sources of words"
-QUOTE_NAMES_NOT = "its quote does not name it"
-QUOTE_ALLOWS_NO_CHANGE = "its quote allows no change (it says what to finish or watch)"
-MISQUOTED = (QUOTE_NOT_FOUND, QUOTE_ACROSS_SOURCES, QUOTE_NAMES_NOT, QUOTE_ALLOWS_NO_CHANGE)
+NOT_READ = "the words it quotes give no grant the engine reads with certainty"
+SEEN_UNREAD = "the task reader saw a grant here that the engine cannot read with certainty"
+# Why a proposal is dropped for its quote alone: another sentence of the same words may give it.
+MISQUOTED = (QUOTE_NOT_FOUND, QUOTE_ACROSS_SOURCES, NOT_READ)
+REFUSED_UNCLEAR = "words the engine cannot read may take it back; only a person's grant gives it"
+
+
+def _bounded(unclear: list[UnclearWords]) -> list[UnclearWords]:
+    """Unclear sentences within the record's bound; past it, one entry says how many more
+    (any of them keeps the reading waiting for a person, so none is lost)."""
+    if len(unclear) <= UNCLEAR_MAX:
+        return unclear
+    more = len(unclear) - UNCLEAR_MAX + 1
+    return [
+        *unclear[: UNCLEAR_MAX - 1],
+        UnclearWords(sentence=f"{more} more sentences", why="the record holds no more of them"),
+    ]
+
+
+def _forbidding(prohibition: TypedProhibition) -> str:
+    whose = WHOSE[prohibition.source] if prohibition.source is not None else "the words"
+    verb = "forbid" if whose.endswith("s") else "forbids"
+    return f"{whose} {verb} it: {prohibition.quote!r}"
+
+
+def entry_of(ref: ObjectRef) -> str:
+    """A mutation-set entry naming exactly one object: `jobs/etl`, `batch/jobs/etl`."""
+    plural = reading.PLURALS[ref.kind]
+    return f"{ref.namespace}/{plural}/{ref.name}" if ref.namespace else f"{plural}/{ref.name}"
+
+
+def action_of(grant: TypedGrant) -> AuthorizedAction:
+    """The authorized action an act names to use a grant."""
+    return AuthorizedAction(
+        id=grant.id, description=_clip(reading.grant_line(grant), 1000), paid=grant.paid
+    )
 
 
 def pin(
@@ -488,128 +247,95 @@ def pin(
     author: str = "",
     instructions: Instructions | None = None,
 ) -> PinnedAuthority:
-    """The grants of `extraction` that the person's words (and the operators' `instructions`)
-    give, and every refusal. A prohibition in any of them holds for every action."""
-    source = _Source.of(words_of(spec, instructions))
-    prohibitions = [p for s in source.sentences if forbids(s) for p in _prohibitions(s)]
-    grants: list[Grant] = []
+    """The grants the person's words (and the operators' `instructions`) give, read by the
+    engine; the model's proposals name them, and what they claim beyond them is refused."""
+    texts = words_of(spec, instructions)
+    source = _Source.of(texts)
+    read = reading.read(texts)
+    unclear = list(read.unclear)
     dropped: list[str] = []
-    kept_lists: dict[str, list[str]] = {}
-
-    def refusal(field: str, entry: str, quote: str) -> str | None:
-        # An object must be named with its kind; any other grant by one of its words.
-        named = None if field == "allowedResources" else _shares_word
-        where = source.locate(quote)
-        if where is None:
-            return QUOTE_NOT_FOUND
-        if source.origin(quote) is None:
-            return QUOTE_ACROSS_SOURCES
-        if any(forbids(s) for s in where):
-            return "it is quoted from a sentence that forbids"
-        if not (named(entry, quote) if named else _names_target(entry, where, quote)):
-            return QUOTE_NAMES_NOT
-        if field in _CHANGES and not any(_allows_a_change(s) for s in where):
-            return QUOTE_ALLOWS_NO_CHANGE
-        instructed = source.origin(quote) in (
-            Words.clusterInstructions,
-            Words.namespaceInstructions,
-        )
-        if instructed and field in _CHANGES and not any(_PERMITS.search(_flat(s)) for s in where):
-            # The operators' rules say how things are done; only their explicit permissions grant.
-            return "an instruction grants a change only in so many words (may, allowed, permitted)"
-        return None
-
-    def judge(
-        field: str, noun: str, entry: str, quote: str, label: str = "", also: Sequence[str] = ()
-    ) -> bool:
-        # `also`: other quotes of the same reading; the first that passes every check is the
-        # grant's (a small model often quotes the goal for an object and the grant for its action).
-        why = refusal(field, entry, quote)
-        if why is not None:
-            quote = next((q for q in also if refusal(field, entry, q) is None), "")
-        if why is not None and not quote:
-            dropped.append(_clip(f"{noun} {label or repr(entry)}: {why}"))
-            return False
-        grants.append(
-            Grant(
-                field=field,
-                entry=_clip(entry),
-                quote=_clip(quote, RECORD_QUOTE_MAX),
-                source=source.origin(quote),
-            )
-        )
-        return True
-
-    # Actions first: an allowed resource may stand on the quote of an action that stands.
-    actions: list[AuthorizedAction] = []
-    action_quotes: list[str] = []
+    candidates = list(read.grants)
+    # A grant stands when a proposal quotes the sentence it was read from; the first grant
+    # of that sentence takes the proposal's id.
+    taken_at: set[int] = set()
+    grants: list[TypedGrant] = []
     for action in extraction.authorizedActions:
-        text = f"{action.id} {action.description}"
-        if not judge("authorizedActions", "authorized action", text, action.quote, repr(action.id)):
+        where = source.locate(action.quote)
+        if where is None or source.origin(action.quote) is None:
+            why = QUOTE_NOT_FOUND if where is None else QUOTE_ACROSS_SOURCES
+            dropped.append(_clip(f"authorized action {action.id!r}: {why}"))
             continue
-        verbs = _verbs(text) or _verbs(action.quote)
-        if not _verbs_agree(verbs, _verbs(action.quote)):
-            grants.pop()
-            dropped.append(
-                _clip(f"authorized action {action.id!r}: its quote allows another change")
+        clipped = {reading.clip(w) for w in where}
+        quoted = [i for i, g in enumerate(candidates) if g.quote in clipped and i not in taken_at]
+        if not quoted:
+            said = any(
+                g.quote in clipped
+                for g in (*candidates, *(g for g, _ in (*read.dropped, *read.refused)))
             )
+            if not said:
+                dropped.append(_clip(f"authorized action {action.id!r}: {NOT_READ}"))
+                unclear += [
+                    UnclearWords(sentence=_clip(w, RECORD_QUOTE_MAX), why=SEEN_UNREAD)
+                    for w in where
+                    if all(u.sentence != w for u in unclear)
+                ]
             continue
-        stopping = next((p for p in prohibitions if p.stops(verbs, _words(text))), None)
-        if stopping is not None:
-            grants.pop()
-            whose = WHOSE[source.origin_of(stopping.sentence)]
-            forbidding = f"{whose} forbid{'' if whose.endswith('s') else 's'} it: "
-            forbidding += repr(stopping.sentence)
-            dropped.append(_clip(f"authorized action {action.id!r}: {forbidding}"))
-            continue
-        grants[-1] = grants[-1].model_copy(update={"entry": _clip(action.id)})
-        actions.append(
-            AuthorizedAction(id=action.id, description=action.description, paid=action.paid)
-        )
-        action_quotes.append(action.quote)
-    action_grants, action_drops = grants[:], dropped[:]
-    grants.clear()
-    dropped.clear()
-
-    for field, noun in _GRANT_LISTS:
-        quoted: list[QuotedEntry] = getattr(extraction, field)
-        also = action_quotes if field == "allowedResources" else ()
-        kept_lists[field] = [
-            q.entry for q in quoted if judge(field, noun, q.entry, q.quote, also=also)
-        ]
-    # An object a standing action's own words name with its kind ("You may restart
-    # Deployment pricing-worker") is an allowed resource by those words, read or not.
-    for quote in action_quotes:
-        for entry in _objects_named(quote):
-            kept = kept_lists["allowedResources"]
-            if entry not in kept and refusal("allowedResources", entry, quote) is None:
-                kept.append(entry)
-                grants.append(
-                    Grant(
-                        field="allowedResources",
-                        entry=_clip(entry),
-                        quote=_clip(quote, RECORD_QUOTE_MAX),
-                        source=source.origin(quote),
-                    )
+        ids = {g.id for g in grants} | {candidates[i].id for i in quoted[1:]}
+        first = candidates[quoted[0]]
+        new_id = action.id if action.id not in ids else first.id
+        grants.append(first.model_copy(update={"id": new_id, "paid": action.paid or first.paid}))
+        grants += [candidates[i] for i in quoted[1:]]
+        taken_at.update(quoted)
+    dropped += [_clip(f"{reading.grant_line(g)}: {_forbidding(p)}") for g, p in read.dropped]
+    dropped += [
+        _clip(f"{reading.grant_line(g)}: {REFUSED_UNCLEAR} ({u.sentence!r})")
+        for g, u in read.refused
+    ]
+    read_objects = {
+        entry_of(g.object)
+        for g in (*grants, *(g for g, _ in (*read.dropped, *read.refused)))
+        if g.object is not None
+    }
+    for entry in extraction.allowedResources:
+        if entry.entry not in read_objects:
+            dropped.append(_clip(f"allowed resource {entry.entry!r}: {NOT_READ}"))
+    prose: dict[str, list[str]] = {}
+    record_grants: list[Grant] = []
+    for field, noun in _PROSE_LISTS:
+        prose[field] = []
+        for q in getattr(extraction, field):
+            origin = source.origin(q.quote)
+            if source.locate(q.quote) is None or origin is None:
+                dropped.append(_clip(f"{noun} {q.entry!r}: {QUOTE_NOT_FOUND}"))
+                continue
+            prose[field].append(q.entry)
+            record_grants.append(
+                Grant(
+                    field=field,
+                    entry=_clip(q.entry),
+                    quote=_clip(q.quote, RECORD_QUOTE_MAX),
+                    source=origin,
                 )
-    grants.extend(action_grants)
-    dropped.extend(action_drops)
-
-    ceiling = _ceiling(extraction, source, grants, dropped) or _ceiling_in_words(spec, grants)
-    actions = _paid_by_their_price(actions, spec)
-    found = list(dict.fromkeys(p.sentence for p in prohibitions))
-    # A prohibition of any change to something is a forbidden change as it stands; one of
-    # a verb only is enforced above, on the actions.
+            )
+    grants = _paid_by_their_price(grants, spec)[:TYPED_MAX]
+    actions = [action_of(g) for g in grants]
+    ceiling = _ceiling(extraction, source, record_grants, dropped) or _ceiling_in_words(
+        spec, record_grants
+    )
+    # Any change forbidden to one object is a forbidden change as it stands, so an act on
+    # it is refused whatever grant it names; a verb forbidden alone is enforced above.
     forbidden = [
-        p.sentence for p in prohibitions if p.everything or (p.any_verb and not p.complement)
+        entry_of(p.object)
+        for p in read.prohibitions
+        if p.object is not None and len(p.forbids) == len(GrantVerb)
     ]
     contract = Contract(
         goal=extraction.goal,
-        allowedResources=_fit(kept_lists["allowedResources"]),
-        allowedSystems=_fit(kept_lists["allowedSystems"]),
-        allowedFiles=_fit(kept_lists["allowedFiles"]),
-        allowedRecoveryActions=_fit(kept_lists["allowedRecoveryActions"]),
-        forbiddenChanges=_fit([*extraction.forbiddenChanges, *forbidden]),
+        allowedResources=_fit([entry_of(g.object) for g in grants if g.object is not None]),
+        allowedSystems=_fit(prose["allowedSystems"]),
+        allowedFiles=_fit(prose["allowedFiles"]),
+        allowedRecoveryActions=_fit(prose["allowedRecoveryActions"]),
+        forbiddenChanges=_fit([*forbidden, *extraction.forbiddenChanges]),
         costCeiling=ceiling,
         protectedContracts=extraction.protectedContracts,
         requiredChecks=extraction.requiredChecks,
@@ -618,18 +344,75 @@ def pin(
     record = AuthorityRecord(
         generation=generation,
         author=author[:512],
-        grants=grants[:RECORD_ENTRIES],
+        grants=record_grants[:RECORD_ENTRIES],
         dropped=dropped[:RECORD_ENTRIES],
-        prohibitions=_fit([_clip(s) for s in found]),
+        prohibitions=_fit(list(dict.fromkeys(_clip(p.quote) for p in read.prohibitions))),
+        typedGrants=grants,
+        typedProhibitions=list(read.prohibitions)[:TYPED_MAX],
+        unclear=_bounded(unclear),
     )
     return PinnedAuthority(contract, actions, record)
+
+
+def person_grants(phrases: Sequence[str]) -> tuple[list[TypedGrant], list[str]]:
+    """The grants a person adds when confirming a reading, each phrase read by the same
+    grammar as the task; a phrase it cannot read whole is refused with why."""
+    grants: list[TypedGrant] = []
+    refused: list[str] = []
+    for phrase in phrases:
+        read = reading.read([(Words.person, phrase)])
+        if read.unclear or read.refused or read.prohibitions or not read.grants:
+            refused.append(f"{phrase!r}: not one grant the reading parses whole")
+            continue
+        grants += read.grants
+    return grants, refused
+
+
+def confirm(
+    status: MonitorStatus,
+    who: str,
+    *,
+    grants: Sequence[TypedGrant] = (),
+    denied: Sequence[str] = (),
+) -> list[str]:
+    """A person's confirmation of the reading in `status`, recorded with who they are: the
+    grants they deny (by id) are removed, those they add (read from their own words) are
+    added, and the contract and authorized actions follow. Returns what changed, as lines.
+    The caller has asked the API server whether `who` may make each write the grants
+    allow."""
+    record, contract = status.authority, status.contract
+    assert record is not None and contract is not None
+    changed = [f"denied {gid}" for gid in denied if any(g.id == gid for g in record.typedGrants)]
+    kept = [g for g in record.typedGrants if g.id not in denied]
+    taken = {g.id for g in kept}
+    for added in grants:
+        gid, n = added.id, 2
+        while gid in taken:
+            gid, n = f"{added.id}-{n}", n + 1
+        taken.add(gid)
+        kept.append(added.model_copy(update={"id": gid, "confirmedBy": who[:600]}))
+        changed.append(f"granted {gid}: {reading.grant_line(added)}")
+    kept = kept[:TYPED_MAX]
+    record.typedGrants = kept
+    record.confirmedBy = who[:600]
+    status.authorizedActions = [action_of(g) for g in kept]
+    status.contract = contract.model_copy(
+        update={
+            "allowedResources": _fit([entry_of(g.object) for g in kept if g.object is not None])
+        }
+    )
+    return changed
 
 
 def without_found(contract: Contract, record: AuthorityRecord | None) -> Contract:
     """The contract without the forbidden changes the engine found itself: an observation
     restates what the model extracted, and cannot remove what the engine keeps anyway."""
-    found = {_flat(s) for s in (record.prohibitions if record is not None else [])}
-    kept = [e for e in contract.forbiddenChanges if _flat(e) not in found]
+    found = {
+        entry_of(p.object)
+        for p in (record.typedProhibitions if record is not None else [])
+        if p.object is not None
+    }
+    kept = [e for e in contract.forbiddenChanges if e not in found]
     return contract.model_copy(update={"forbiddenChanges": kept})
 
 
@@ -675,10 +458,11 @@ def _ceiling(
 
 
 # "capped at 10 USD", "must not exceed $40", "a budget of 25 EUR": a spending limit.
+# The amount must be money, by its sign or its currency: "at most 2 times" caps nothing.
 _CAP = re.compile(
     r"\b(?:capped\s+at|cap\s+of|at\s+most|not\s+exceed|no\s+more\s+than|ceiling\s+of|"
-    r"limit\s+of|limited\s+to|budget\s+of|up\s+to)\s+(?:usd\s*|\$\s*)?"
-    r"(\d[\d,]*(?:\.\d+)?)\s*(usd|eur|gbp|dollars?)?"
+    r"limit\s+of|limited\s+to|budget\s+of|up\s+to)\s+(?:(?:usd\s*|\$\s*)"
+    r"(\d[\d,]*(?:\.\d+)?)\s*(usd|eur|gbp|dollars?)?|(\d[\d,]*(?:\.\d+)?)\s*(usd|eur|gbp|dollars?)\b)"
 )
 # "9 USD per hour", "$12 a run", "costs 3 EUR": a price.
 _PRICE = re.compile(r"(?:\$\s*\d|\b\d[\d,]*(?:\.\d+)?\s*(?:usd|eur|gbp|dollars?)\b)")
@@ -691,7 +475,8 @@ def _ceiling_in_words(spec: MonitorSpec, grants: list[Grant]) -> Money | None:
     found: dict[tuple[float, str], tuple[str, Words]] = {}
     for origin, text in ((Words.task, spec.task), (Words.stopWhen, spec.stopWhen)):
         for sentence in sentences(text):
-            for amount, unit in _CAP.findall(_flat(sentence)):
+            for signed, signed_unit, written, written_unit in _CAP.findall(_flat(sentence)):
+                amount, unit = signed or written, signed_unit or written_unit
                 currency = {"eur": "EUR", "gbp": "GBP"}.get(unit, "USD")
                 found.setdefault((float(amount.replace(",", "")), currency), (sentence, origin))
     if len(found) != 1:
@@ -730,25 +515,24 @@ def _priced_sentences(spec: MonitorSpec) -> list[str]:
 
 
 def _names(text: str) -> set[str]:
-    """What a text names, without its kinds: "Job report" and "Job build" share no name."""
-    return _significant(text) - _KIND_OF.keys()
+    """What a text names, without its kinds and filler: "Job report" and "Job build" share
+    no name."""
+    return _words(text) - _STOPWORDS - _KIND_WORDS
 
 
 def _prices_it(action: AuthorizedAction, sentence: str) -> bool:
     return bool(_names(f"{action.id} {action.description}") & _names(sentence))
 
 
-def _paid_by_their_price(
-    actions: list[AuthorizedAction], spec: MonitorSpec
-) -> list[AuthorizedAction]:
-    """The actions, each paid when the task or stop rule prices what it names ("each replica
-    of gpu-renderer rents a GPU at 9 USD per hour"): marking an action paid only narrows."""
+def _paid_by_their_price(grants: list[TypedGrant], spec: MonitorSpec) -> list[TypedGrant]:
+    """The grants, each paid when the task or stop rule prices what it names ("each replica
+    of gpu-renderer rents a GPU at 9 USD per hour"): marking a grant paid only narrows."""
     priced = _priced_sentences(spec)
     return [
-        a
-        if a.paid or not any(_prices_it(a, s) for s in priced)
-        else a.model_copy(update={"paid": True})
-        for a in actions
+        g
+        if g.paid or not any(_prices_it(action_of(g), s) for s in priced)
+        else g.model_copy(update={"paid": True})
+        for g in grants
     ]
 
 
@@ -824,15 +608,73 @@ def instructions_line(instructions: Instructions | None) -> str:
     return " with " + " and ".join(held) if held else ""
 
 
+def _whose(source: Words | None) -> str:
+    return f" ({WHOSE[source]})" if source not in (None, Words.task) else ""
+
+
 def describe(record: AuthorityRecord) -> list[str]:
-    """The record as report lines: what was granted, by which words, and what was refused."""
+    """The record as report lines: what was granted, by which words, what is forbidden,
+    what is unclear and what was refused."""
     lines = []
+    for typed in record.typedGrants:
+        by = f" (added by {typed.confirmedBy})" if typed.confirmedBy else ""
+        quote = " ".join(typed.quote.split())
+        lines.append(
+            f'grant {typed.id}: {reading.grant_line(typed)}: "{quote}"{_whose(typed.source)}{by}'
+        )
     for grant in record.grants:
         quote = " ".join(grant.quote.split())
-        whose = f" ({WHOSE[grant.source]})" if grant.source not in (None, Words.task) else ""
-        lines.append(f'{grant.field} {grant.entry}: "{quote}"{whose}')
-    if not record.grants:
+        lines.append(f'{grant.field} {grant.entry}: "{quote}"{_whose(grant.source)}')
+    if not record.typedGrants:
         lines.append("no grant: this monitor may only observe")
+    for forbidding in record.typedProhibitions:
+        quote = " ".join(forbidding.quote.split())
+        lines.append(f'forbidden: {reading.prohibition_line(forbidding)}: "{quote}"')
+    lines += [f'unclear: "{u.sentence}": {u.why}' for u in record.unclear]
     lines += [f"refused {entry}" for entry in record.dropped]
-    lines += [f"forbidden: {entry}" for entry in record.prohibitions]
+    if record.confirmedBy:
+        lines.append(f"confirmed by {record.confirmedBy}")
     return lines
+
+
+def table(record: AuthorityRecord) -> str:
+    """The record as a table a person reads in ten seconds: each grant with its verb,
+    object, bounds, condition and quote, each prohibition, each unclear sentence and why."""
+    rows: list[tuple[str, ...]] = [("", "ID", "VERB", "OBJECT", "LIMITS", "WORDS")]
+    for g in record.typedGrants:
+        what = g.object.ref if g.object is not None else g.scope
+        if g.object is not None and g.object.namespace:
+            what += f" (namespace {g.object.namespace})"
+        limits = reading.grant_line(g).removeprefix(f"{g.verb.value} ").removeprefix(what)
+        rows.append(("grant", g.id, g.verb.value, what, limits.strip(" ,") or "-", _said(g.quote)))
+    for p in record.typedProhibitions:
+        what = p.object.ref if p.object is not None else "anything"
+        if p.exceptFor:
+            what += " but " + ", ".join(o.ref for o in p.exceptFor)
+        verb = p.verb.value if p.verb else "any change"
+        rows.append(("forbidden", "-", verb, what, "-", _said(p.quote)))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5]
+        for r in rows
+    ]
+    if len(rows) == 1:
+        lines = ["No grant: this monitor may only observe."]
+    for u in record.unclear:
+        lines.append(f"unclear    {_said(u.sentence)}: {u.why}")
+    for entry in record.dropped:
+        lines.append(f"refused    {entry}")
+    state = (
+        f"confirmed by {record.confirmedBy}"
+        if record.confirmedBy
+        else "waiting for a person: goalkeeper authority NAME --confirm"
+        if record.unclear
+        else "read whole from the words; no confirmation needed"
+    )
+    lines.append(f"reading    {state}")
+    return "\n".join(lines)
+
+
+def _said(text: str, limit: int = 90) -> str:
+    one = " ".join(text.split())
+    return '"' + (one if len(one) <= limit else one[: limit - 1] + "\u2026") + '"'

@@ -45,12 +45,15 @@ def activity(status: MonitorStatus) -> Activity:
 
 
 def conditions(status: MonitorStatus, now: datetime) -> list[Condition]:
-    """`Ready`, `Progressing` and `Healthy`, keeping lastTransitionTime while a status is
-    unchanged."""
+    """`Ready`, `Progressing`, `Healthy` and, once the task is read, `AuthorityConfirmed`,
+    keeping lastTransitionTime while a status is unchanged."""
     ready, progressing = _condition_values(status)
     previous = {c.type: c for c in status.conditions}
     result = []
-    values = (("Ready", ready), ("Progressing", progressing), ("Healthy", _healthy(status)))
+    values = [("Ready", ready), ("Progressing", progressing), ("Healthy", _healthy(status))]
+    confirmed = _authority_confirmed(status)
+    if confirmed is not None:
+        values.append(("AuthorityConfirmed", confirmed))
     for kind, (value, reason, message) in values:
         before = previous.get(kind)
         moved = before is None or before.status is not value
@@ -68,6 +71,25 @@ def conditions(status: MonitorStatus, now: datetime) -> list[Condition]:
 
 
 _Value = tuple[ConditionStatus, str, str]
+
+
+def _authority_confirmed(status: MonitorStatus) -> _Value | None:
+    """Whether the reading of the task may be acted on: read whole, or confirmed by a
+    person; False names the unclear sentences a person must look at."""
+    record = status.authority
+    if record is None:
+        return None
+    if record.confirmedBy:
+        return ConditionStatus.true, "Confirmed", f"Confirmed by {record.confirmedBy}."
+    if not record.unclear:
+        return ConditionStatus.true, "ReadWhole", "Every sentence was read with certainty."
+    said = "; ".join(f'"{u.sentence}" ({u.why})' for u in record.unclear)
+    return (
+        ConditionStatus.false,
+        "UnclearWords",
+        f"No act runs until a person confirms the reading (goalkeeper authority NAME "
+        f"--confirm). Unclear: {said}",
+    )
 
 
 def _healthy(status: MonitorStatus) -> _Value:

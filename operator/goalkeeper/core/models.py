@@ -489,6 +489,7 @@ class Words(StrEnum):
     stopWhen = "stopWhen"
     clusterInstructions = "clusterInstructions"
     namespaceInstructions = "namespaceInstructions"
+    person = "person"
 
 
 # The namespace admin's instructions: this key of this ConfigMap in the Monitor's namespace.
@@ -522,6 +523,111 @@ class Grant(Model):
     source: Words | None = Field(default=None, description="Whose words the quote is.")
 
 
+# Typed grants and prohibitions one record holds, and unclear sentences.
+TYPED_MAX, UNCLEAR_MAX = GRANTS_MAX, GRANTS_MAX
+
+
+class GrantVerb(StrEnum):
+    """The closed vocabulary of what a Monitor may change."""
+
+    resume = "resume"
+    suspend = "suspend"
+    scale = "scale"
+    restart = "restart"
+    deleteFailedPods = "delete-failed-pods"
+    rerun = "rerun"
+    setKey = "set-key"
+    repair = "repair"
+
+
+class ObjectRef(Model):
+    """One object by kind and literal name."""
+
+    kind: Annotated[str, Field(pattern=r"^[A-Z][A-Za-z]{1,62}$")]
+    name: Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]
+    namespace: Annotated[str, Field(max_length=63)] = Field(
+        default="", description="Empty: the Monitor's namespace."
+    )
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+class ConditionState(StrEnum):
+    succeeded = "succeeded"
+    failed = "failed"
+    available = "available"
+    suspended = "suspended"
+
+
+class GrantCondition(Model):
+    """A state of a named object that must hold before a grant applies."""
+
+    object: ObjectRef
+    state: ConditionState
+
+    def __str__(self) -> str:
+        return f"{self.object.kind.lower()} {self.object.name} {self.state.value}"
+
+
+class TypedGrant(Model):
+    """One grant of the closed vocabulary: a verb, exactly one object, its bounds and
+    condition, and the person's words it was read from."""
+
+    id: Annotated[str, Field(max_length=200)]
+    verb: GrantVerb
+    object: ObjectRef | None = Field(default=None, description="None only for a repair.")
+    scope: Annotated[str, Field(max_length=200)] = Field(
+        default="", description="A repair: what the words say it repairs."
+    )
+    replicas: Annotated[int, Field(ge=0, le=100000)] | None = None
+    minReplicas: Annotated[int, Field(ge=0, le=100000)] | None = None
+    maxReplicas: Annotated[int, Field(ge=0, le=100000)] | None = None
+    key: Annotated[str, Field(max_length=253)] | None = None
+    values: Annotated[list[Annotated[str, Field(max_length=253)]], Field(max_length=8)] = Field(
+        default_factory=list
+    )
+    times: Annotated[int, Field(ge=1, le=100)] | None = Field(
+        default=None, description="How many times it may be done; None: no count."
+    )
+    condition: GrantCondition | None = None
+    gitopsAcknowledged: StrictBool = Field(
+        default=False, description="The words say a GitOps controller manages the object."
+    )
+    paid: StrictBool = False
+    quote: Annotated[str, Field(min_length=1, max_length=RECORD_QUOTE_MAX)]
+    source: Words | None = None
+    confirmedBy: Annotated[str, Field(max_length=600)] = Field(
+        default="", description="Set when a person added the grant (goalkeeper authority --grant)."
+    )
+
+    def namespace_written(self) -> bool:
+        """Whether the words name the object's namespace (else it is the Monitor's)."""
+        return self.object is not None and bool(self.object.namespace)
+
+
+class TypedProhibition(Model):
+    """What the words forbid: a verb (None: any change) on one object, or on every object
+    but those excepted."""
+
+    verb: GrantVerb | None = None
+    forbids: Annotated[list[GrantVerb], Field(max_length=len(GrantVerb))]
+    object: ObjectRef | None = Field(default=None, description="None: every object.")
+    exceptFor: Annotated[list[ObjectRef], Field(max_length=8)] = Field(default_factory=list)
+    quote: Annotated[str, Field(min_length=1, max_length=RECORD_QUOTE_MAX)]
+    source: Words | None = None
+    confirmedBy: Annotated[str, Field(max_length=600)] = ""
+
+
+class UnclearWords(Model):
+    """A sentence the reading could not parse whole and that may bear on authority."""
+
+    sentence: Annotated[str, Field(max_length=RECORD_QUOTE_MAX)]
+    why: Annotated[str, Field(max_length=LIST_ENTRY_MAX)]
+    source: Words | None = None
+
+
 class AuthorityRecord(Model):
     """What goalkeeper understood from the person's words for one spec generation."""
 
@@ -539,6 +645,18 @@ class AuthorityRecord(Model):
     )
     confirmedBy: Annotated[str, Field(max_length=600)] = Field(
         default="", description="Who confirmed the record, when a person must before an act."
+    )
+    typedGrants: Annotated[list[TypedGrant], Field(max_length=TYPED_MAX)] = Field(
+        default_factory=list,
+        description="What may change, read from the words or given by a person.",
+    )
+    typedProhibitions: Annotated[list[TypedProhibition], Field(max_length=TYPED_MAX)] = Field(
+        default_factory=list, description="What the words forbid."
+    )
+    unclear: Annotated[list[UnclearWords], Field(max_length=UNCLEAR_MAX)] = Field(
+        default_factory=list,
+        description="Sentences the reading could not parse whole: no act runs until a person "
+        "confirms or corrects the reading.",
     )
 
 
@@ -765,6 +883,14 @@ class MonitorApprovalSpec(Model):
     reason: MaybeText1000 = ""
     approver: Annotated[str, Field(max_length=512)] = Field(
         default="", description="The user who created it, set by the API server."
+    )
+    grants: Annotated[list[Annotated[str, Field(max_length=500)]], Field(max_length=8)] = Field(
+        default_factory=list,
+        description="Confirming a reading: grants to add, each in words the reading parses "
+        "whole ('resume Job etl once').",
+    )
+    denied: Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length=16)] = Field(
+        default_factory=list, description="Confirming a reading: ids of grants to remove."
     )
 
 

@@ -5,7 +5,8 @@ the target: a model that sees only the task and the stop rule cannot be talked i
 grant by text planted in the target. Every grant quotes the words that give it; the
 output tool offers the task's own sentences as the only quotes it can write, so a model
 bound by a grammar cannot quote what the person did not write. The engine checks every
-quote again (core/authority.py): what the model returns here is a proposal.
+quote again and reads the grants itself (core/reading.py): what the model returns here is
+a proposal that names them.
 """
 
 from __future__ import annotations
@@ -173,12 +174,10 @@ class QuoteChoices(AbstractCapability[Any]):
 @dataclass
 class HeldToTheWords:
     """Holds a reading to the person's words as the engine will (core/authority.py `pin`):
-    a grant it would drop for its quote alone is named to the model, which reads again,
-    once; the reading after that stands (seen: a ConfigMap the task only says was fixed,
-    proposed again at each of three retries, 110 s in all). A grant the words forbid is
-    left for the engine to drop: no quote saves it. Seen: a Job's grant quoting the goal
-    ("Run the postcode import ... to completion") instead of the sentence allowing its
-    resume, so the run had an action and no object."""
+    a proposal whose quote gives no grant the engine reads is named to the model, which
+    reads again, once; the reading after that stands. A grant the words forbid is left for
+    the engine to drop: no quote saves it. Seen: a Job's grant quoting the goal ("Run the
+    postcode import ... to completion") instead of the sentence allowing its resume."""
 
     step_input: StepInput
     log: StepLog | None = None
@@ -195,8 +194,8 @@ class HeldToTheWords:
                 "The operator would drop these grants: "
                 + "; ".join(misquoted)
                 + ". Quote for each grant the sentence that allows its change in so many "
-                "words (naming the object with its kind), never the goal; leave out any grant "
-                "no sentence gives."
+                "words (a permission, the verb, the object's kind and name), never the goal; "
+                "leave out any grant no sentence gives."
             )
             if self.log is not None:
                 self.log.emit("answer_refused", reason=reason[:500])

@@ -914,7 +914,7 @@ def step_input(api: FakeApi) -> StepInput:
 async def test_instructions_are_read_once_with_the_task_and_reach_every_step(
     api: FakeApi, clock: Clock
 ) -> None:
-    rule = "Never restart Job build during business hours."
+    rule = "Never scale Deployment payments."
     api.put(
         "ConfigMap",
         {

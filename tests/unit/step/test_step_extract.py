@@ -1,5 +1,6 @@
 """The task reading held to the person's words in the step, as the engine will hold it: a
-grant the engine would drop is named to the model, which reads again. Real HTTP to a
+proposal whose quote gives no grant the engine reads is named to the model, which reads
+again. Real HTTP to a
 scripted model server."""
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ async def test_a_grant_quoting_the_goal_is_named_and_read_again(server: ModelSer
     assert found.ok and found.result is not None, found.error
     assert found.result["allowedResources"][0]["quote"] == GRANT
     told = json.dumps(server.bodies[1]["messages"][-1])
-    assert "The operator would drop these grants: allowed resource 'jobs/geo-import'" in told
-    assert "its quote does not name it" in told
+    assert "The operator would drop these grants: authorized action 'resume-geo-import'" in told
+    assert "the words it quotes give no grant the engine reads with certainty" in told
 
     # Asked once: the same misquote again stands, for the engine to drop.
     server.script(Final(reading(GOAL)), Final(reading(GOAL)))
@@ -83,4 +84,4 @@ async def test_a_grant_the_words_forbid_is_left_for_the_engine_to_drop(server: M
     assert len(server.bodies) == 1
     spec = MonitorSpec(task=forbidding, stopWhen="Stop when it ends.")
     dropped = pin(spec, AuthorityExtraction.model_validate(found.result), generation=None)
-    assert any("forbids it" in d for d in dropped.record.dropped), dropped.record.dropped
+    assert any("the task forbids it" in d for d in dropped.record.dropped), dropped.record.dropped

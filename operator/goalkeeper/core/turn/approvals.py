@@ -3,6 +3,7 @@ acts, the first act of a generation; and the person's answer, or its expiry."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from goalkeeper.core import authority, guards, health
@@ -20,27 +21,34 @@ from goalkeeper.core.models import (
 )
 from goalkeeper.core.turn.schedule import Scheduling
 
+# How long a reading with unclear words waits for its person where approvals are off.
+CONFIRM_WINDOW = timedelta(days=7)
+
 
 class Asking(Scheduling):
     def needs_confirmation(self) -> bool:
+        """Whether an act waits for a person to confirm the reading: words it left unclear,
+        or the operator's setting (with approvals on) for every first act."""
         record = self.status.authority
-        return (
-            self.policy.confirm_authority
-            and self.policy.approvals
-            and record is not None
-            and not record.confirmedBy
-        )
+        setting = self.policy.confirm_authority and self.policy.approvals
+        return record is not None and not record.confirmedBy and (setting or bool(record.unclear))
 
     def await_confirmation(self, observation: Observation, action: ActionRequest) -> None:
-        """Pause the first act of a spec generation until a person confirms what was read
-        from the task (an operator setting, with approvals on)."""
+        """Pause the act until a person confirms what was read from the task (`goalkeeper
+        authority NAME --confirm`, or an approval of the request)."""
         assert self.status.authority is not None
         read = "; ".join(authority.describe(self.status.authority))
+        why = (
+            "goalkeeper could not read every sentence of the task with certainty"
+            if self.status.authority.unclear
+            else "the operator asks a person to confirm each reading"
+        )
         request = self.open_request(
             ApprovalKind.authority,
-            f"Before its first act this monitor waits until a person confirms what goalkeeper "
-            f"read from the task: {read}. Approving confirms it and runs '{action.action}'; "
-            "rejecting stops the monitor.",
+            f"Before it acts this monitor waits until a person confirms what goalkeeper read "
+            f"from the task ({why}): {read}. Confirming (goalkeeper authority NAME --confirm, "
+            f"or approving) applies that reading and runs '{action.action}'; rejecting stops "
+            "the monitor.",
             action=action,
         )
         self.report(observation, next_action=f"awaiting confirmation, then: {action.action}")
@@ -90,11 +98,18 @@ class Asking(Scheduling):
             check=st.checks,
             message=message[:2000],
             requestedAt=self.now,
-            expiresAt=self.now + self.policy.approval_window,
+            expiresAt=self.now + self.window(kind),
             **details,
         )
         self.judge_health(health.awaiting(st.health, message, self.now))
         return st.approval
+
+    def window(self, kind: ApprovalKind) -> timedelta:
+        """How long a request stays open; a reading waits for its person even where the
+        operator asks no approvals."""
+        if kind is ApprovalKind.authority and not self.policy.approvals:
+            return CONFIRM_WINDOW
+        return self.policy.approval_window
 
     def announce(self, request: ApprovalRequest) -> None:
         text = (
@@ -175,7 +190,20 @@ class Asking(Scheduling):
         if request.kind is ApprovalKind.authority:
             assert request.action is not None and st.authority is not None
             if approve:
-                st.authority.confirmedBy = who[:600]
+                added, refused = authority.person_grants(answer.grants)
+                changed = authority.confirm(st, who, grants=added, denied=answer.denied)
+                changed += [f"refused {line}" for line in refused]
+                self.notify(
+                    f"confirmed-{request.id}",
+                    "AuthorityConfirmed",
+                    f"{who} confirmed the reading"
+                    + (": " + "; ".join(changed) if changed else "."),
+                )
+                outside = guards.authority_violation(st, request.action)
+                if outside is not None:
+                    # The person's correction took away the grant this act named.
+                    self.final_stop(StopReason.outsideAuthority, outside)
+                    return
                 self.launch_action(request.action)
             else:
                 self.final_stop(
