@@ -38,13 +38,17 @@ from goalkeeper.core.models import (
     AuthorityExtraction,
     AuthorityRecord,
     AuthorizedAction,
+    ConditionState,
     Contract,
     Grant,
+    GrantCondition,
     GrantVerb,
     Instructions,
+    JobEnd,
     Money,
     MonitorSpec,
     MonitorStatus,
+    ObjectFacts,
     ObjectRef,
     TypedGrant,
     TypedProhibition,
@@ -235,7 +239,10 @@ def entry_of(ref: ObjectRef) -> str:
 def action_of(grant: TypedGrant) -> AuthorizedAction:
     """The authorized action an act names to use a grant."""
     return AuthorizedAction(
-        id=grant.id, description=_clip(reading.grant_line(grant), 1000), paid=grant.paid
+        id=grant.id,
+        description=_clip(reading.grant_line(grant), 1000),
+        paid=grant.paid,
+        verb=grant.verb,
     )
 
 
@@ -352,6 +359,38 @@ def pin(
         unclear=_bounded(unclear),
     )
     return PinnedAuthority(contract, actions, record)
+
+
+def grant_named(record: AuthorityRecord | None, gid: str) -> TypedGrant | None:
+    """The recorded typed grant with this id."""
+    grants = record.typedGrants if record is not None else []
+    return next((g for g in grants if g.id == gid), None)
+
+
+def condition_holds(condition: GrantCondition, facts: Sequence[ObjectFacts]) -> bool | None:
+    """Whether a grant's condition holds in the facts code read; None when they lack the
+    object (a condition never holds by default)."""
+    fact = next(
+        (
+            f
+            for f in facts
+            if f.kind.value == condition.object.kind and f.name == condition.object.name
+        ),
+        None,
+    )
+    if fact is None:
+        return None
+    match condition.state:
+        case ConditionState.succeeded:
+            return fact.ended is JobEnd.Complete
+        case ConditionState.failed:
+            return fact.ended is JobEnd.Failed
+        case ConditionState.suspended:
+            return fact.suspended is True
+        case ConditionState.available:
+            wanted, available = fact.replicas, fact.availableReplicas
+            return wanted is not None and available is not None and available >= wanted
+    return None
 
 
 def person_grants(phrases: Sequence[str]) -> tuple[list[TypedGrant], list[str]]:

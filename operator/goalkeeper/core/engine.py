@@ -109,9 +109,9 @@ def decide(
         case ExtractionRejected(seq, error):
             if turn.owns(seq, StepKind.extract):
                 turn.reject(error)
-        case ObservationAccepted(seq, observation, _, facts_print):
+        case ObservationAccepted(seq, observation, _, facts_print, facts):
             if turn.owns(seq, StepKind.observe):
-                turn.accept(observation, facts_print)
+                turn.accept(observation, facts_print, facts)
         case ObservationRejected(seq, error):
             if turn.owns(seq, StepKind.observe):
                 turn.reject(error)

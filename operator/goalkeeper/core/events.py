@@ -10,6 +10,7 @@ from goalkeeper.core.models import (
     AuthorityExtraction,
     MonitorApprovalSpec,
     MonitorStatus,
+    ObjectFacts,
     Observation,
     Schedule,
     StepInput,
@@ -36,6 +37,8 @@ class ObservationAccepted:
     usage: StepUsage | None = None
     # What the goal's objects held when it was made, as the step's code read them (a digest).
     facts_print: str = ""
+    # The named objects as the step's code read them: a grant's condition is held to them.
+    facts: tuple[ObjectFacts, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -240,12 +240,28 @@ class ActionKind(StrEnum):
     repair = "repair"
 
 
+class GrantVerb(StrEnum):
+    """The closed vocabulary of what a Monitor may change."""
+
+    resume = "resume"
+    suspend = "suspend"
+    scale = "scale"
+    restart = "restart"
+    deleteFailedPods = "delete-failed-pods"
+    rerun = "rerun"
+    setKey = "set-key"
+    repair = "repair"
+
+
 class AuthorizedAction(Model):
     """A safe action the user has already authorized, listed even when none is needed now."""
 
     id: Identifier = Field(description="Stable id, referenced by action requests.")
     description: Text1000
     paid: StrictBool = Field(default=False, description="Whether running it costs money.")
+    verb: SkipJsonSchema[GrantVerb | None] = Field(
+        default=None, description="The verb of the typed grant it uses."
+    )
 
 
 class TrackStatus(StrEnum):
@@ -525,19 +541,6 @@ class Grant(Model):
 
 # Typed grants and prohibitions one record holds, and unclear sentences.
 TYPED_MAX, UNCLEAR_MAX = GRANTS_MAX, GRANTS_MAX
-
-
-class GrantVerb(StrEnum):
-    """The closed vocabulary of what a Monitor may change."""
-
-    resume = "resume"
-    suspend = "suspend"
-    scale = "scale"
-    restart = "restart"
-    deleteFailedPods = "delete-failed-pods"
-    rerun = "rerun"
-    setKey = "set-key"
-    repair = "repair"
 
 
 class ObjectRef(Model):
@@ -1332,6 +1335,11 @@ class StepInput(Model):
         default_factory=list
     )
     action: ActionRequest | None = Field(default=None, description="For act and repair steps.")
+    grant: TypedGrant | None = Field(
+        default=None,
+        description="For an act step: the typed grant its action names, which the step does "
+        "as one API call and reads back.",
+    )
     health: Annotated[str, Field(max_length=1000)] = Field(
         default="", description="What the engine sees wrong with the run, for the observe step."
     )

@@ -200,7 +200,11 @@ def step_event(
         if refuted is not None:
             return ObservationRejected(seq, f"Contradicted by the facts: {refuted}", usage=usage)
         return ObservationAccepted(
-            seq, observation, usage=usage, facts_print=goal_print(status.facts)
+            seq,
+            observation,
+            usage=usage,
+            facts_print=goal_print(status.facts),
+            facts=tuple(status.facts),
         )
     try:
         return StepFinished(seq, ActionResult.model_validate(status.result or {}), usage=usage)

@@ -25,7 +25,6 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from goalkeeper.core.facts import (
-    action_names,
     contradiction,
     goal_objects,
     goal_print,
@@ -37,6 +36,7 @@ from goalkeeper.core.models import (
     CostSource,
     FactKind,
     GoalState,
+    GrantVerb,
     ObjectFacts,
     Observation,
     Route,
@@ -455,7 +455,7 @@ def waits_for_nothing(
 
 def restarts_recorded(step_input: StepInput) -> bool:
     """Whether a recorded action restarts a workload's pods, in its own words."""
-    return any(_RESTART.search(a.description.casefold()) for a in step_input.authorizedActions)
+    return any(a.verb is GrantVerb.restart for a in step_input.authorizedActions)
 
 
 def _listed(step_input: StepInput) -> str:
@@ -525,13 +525,16 @@ async def run_act(
             "the act step's tools are not limited to the action's mutation set",
             StepErrorKind.internal,
         )
+    from goalkeeper.step import typedact  # it builds on this module's outcome
+
+    if step_input.grant is not None and typedact.by_code(step_input.grant):
+        return with_refusals(typedact.run_typed(step_input.grant, tools), tools.refusals)
     user = prompts.act_user_prompt(
         step_input,
         fence_id=tools.config.fence_id,
         namespace=tools.config.namespace,
         now=_now(clock),
         facts=facts.sheet(_named_objects(step_input, tools), tools.k8s_get),
-        one_calls=_one_calls(step_input, tools),
     )
     outcome = await run_agent(
         output_type=ActionResult,
@@ -544,43 +547,6 @@ async def run_act(
         log=log,
     )
     return with_refusals(outcome, tools.refusals)
-
-
-# An action that asks for a Job to run again: "re-run", "recreate", "delete ... and create".
-_RERUN = re.compile(r"re-?run|recreat|\bdelet")
-# An action that asks for a workload's pods to be replaced ("rollout restart", "redeploy"),
-# not one that only mentions a rollout ("roll out image v2", "wait for the rollout").
-_RESTART = re.compile(r"\brestart|\bredeploy")
-_RESTARTABLE = (FactKind.Deployment, FactKind.StatefulSet, FactKind.DaemonSet)
-
-
-def _one_calls(step_input: StepInput, tools: StepTools) -> list[str]:
-    """The tool that does the action in one call, for each object of its mutation set that
-    has one: k8s_rerun_job for a Job the action re-runs (named for any other action, a
-    small model re-ran a suspended Job), k8s_rollout_restart for a workload it restarts
-    (seen: a restart done as a scale to the same count, which replaces no pod)."""
-    action = step_input.action
-    if action is None:
-        return []
-    said = action.action.casefold()
-    named = sorted(action_names(action.mutationSet, tools.config.namespace))
-    lines = []
-    if tools.reruns_jobs() and _RERUN.search(said):
-        lines += [
-            f"To re-run Job {name} (delete it and create it again, same spec), call "
-            f"k8s_rerun_job with name {name}: one call does both."
-            for kind, name in named
-            if kind is FactKind.Job
-        ]
-    if _RESTART.search(said):
-        lines += [
-            f"To restart the pods of {kind.value} {name} (a rollout restart), call "
-            f"k8s_rollout_restart with kind {kind.value} and name {name}: one call replaces "
-            "them all; a scale to the same replica count replaces none."
-            for kind, name in named
-            if kind in _RESTARTABLE
-        ]
-    return lines
 
 
 def with_refusals(outcome: StepOutcome, refusals: list[str]) -> StepOutcome:

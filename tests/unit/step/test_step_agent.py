@@ -29,6 +29,7 @@ from goalkeeper.core.models import (
     Observation,
     StepErrorKind,
     StepUsage,
+    TypedGrant,
 )
 from goalkeeper.step import prompts
 from goalkeeper.step.agent import RunLimits, run_act, run_observe
@@ -294,64 +295,76 @@ async def test_act_scales_and_returns_an_action_result() -> None:
     assert "- deployments/web" in user
 
 
-async def test_an_act_that_re_runs_a_job_is_told_the_one_call_that_does_it() -> None:
+def typed(verb: str, kind: str, name: str, **more: Any) -> TypedGrant:
+    return TypedGrant.model_validate(
+        {
+            "id": f"{verb}-{name}",
+            "verb": verb,
+            "object": {"kind": kind, "name": name},
+            "quote": f"You may {verb} {kind} {name}.",
+            **more,
+        }
+    )
+
+
+async def test_a_typed_rerun_is_one_call_by_code_with_no_model_request() -> None:
     kube = FakeKube([failed_job()])
-    rerun = action(
-        action="Delete Job export and create it again with the same spec.",
-        mutationSet=["jobs/export"],
-    )
-    model, seen = scripted(
-        tool_call("k8s_rerun_job", name="export"),
-        final({"outcome": "succeeded", "evidence": "re-ran", "changed": ["jobs/export"]}),
-    )
+    rerun = action(action="Re-run Job export.", mutationSet=["jobs/export"])
+    model, seen = scripted()  # any request would fail the step: none is made
     opted_in = tools(kube, mutation_set=("jobs/export",), extra_verbs=("create", "delete"))
-    outcome = await run_act(step_input("act", action=rerun), model, opted_in)
+    grant = typed("rerun", "Job", "export")
+    outcome = await run_act(step_input("act", action=rerun, grant=grant), model, opted_in)
     assert outcome.ok, outcome.error
-    user = str(seen[0][0].parts[-1].content)
-    assert "call k8s_rerun_job with name export: one call does both" in user
+    assert seen == [] and outcome.usage.requests == 0
+    assert outcome.result is not None and outcome.result["outcome"] == "succeeded"
+    assert "read back: it holds" in outcome.result["evidence"]
     assert [c[0] for c in kube.writes() if c[0] in ("delete", "create")] == ["delete", "create"]
-    # An action that does not ask for a re-run is not pointed at it.
-    resume = action(
-        action="Resume Job export: set spec.suspend to false.", mutationSet=["jobs/export"]
-    )
-    model, seen = scripted(final({"outcome": "blocked", "evidence": "Not done."}))
-    await run_act(step_input("act", action=resume), model, opted_in)
-    assert "k8s_rerun_job" not in str(seen[0][0].parts[-1].content)
-    # Without the opt-in nothing offers it, and the prompt does not name it.
-    model, seen = scripted(final({"outcome": "blocked", "evidence": "Not done."}))
-    await run_act(
-        step_input("act", action=rerun), model, tools(kube, mutation_set=("jobs/export",))
-    )
-    assert "k8s_rerun_job" not in str(seen[0][0].parts[-1].content)
 
 
-async def test_an_act_that_restarts_a_workload_is_told_the_one_call_that_does_it() -> None:
+async def test_a_typed_restart_is_stamped_and_read_back_and_a_scale_sets_its_count() -> None:
     kube = FakeKube([deployment()])
-    restart = action(
-        action="Restart Deployment web: rollout restart.", mutationSet=["deployments/web"]
-    )
-    model, seen = scripted(
-        tool_call("k8s_rollout_restart", kind="Deployment", name="web"),
-        final({"outcome": "succeeded", "evidence": "restarted", "changed": ["deployments/web"]}),
-    )
-    outcome = await run_act(
-        step_input("act", action=restart), model, tools(kube, mutation_set=("deployments/web",))
-    )
-    assert outcome.ok, outcome.error
-    user = str(seen[0][0].parts[-1].content)
-    assert "call k8s_rollout_restart with kind Deployment and name web" in user
+    restart = action(action="Restart Deployment web.", mutationSet=["deployments/web"])
+    model, seen = scripted()
+    limited = tools(kube, mutation_set=("deployments/web",))
+    grant = typed("restart", "Deployment", "web")
+    outcome = await run_act(step_input("act", action=restart, grant=grant), model, limited)
+    assert outcome.ok and outcome.result is not None, outcome.error
+    assert outcome.result["outcome"] == "succeeded" and seen == []
     template = kube.objects[("Deployment", "shop", "web")]["spec"]["template"]
     assert "kubectl.kubernetes.io/restartedAt" in template["metadata"]["annotations"]
-    # A scale names no restart, even one that waits for its rollout: it is not pointed at it.
-    scale = action(
-        action="Scale Deployment web to 2 replicas and wait for its rollout.",
-        mutationSet=["deployments/web"],
-    )
-    model, seen = scripted(final({"outcome": "blocked", "evidence": "Not done."}))
-    await run_act(
-        step_input("act", action=scale), model, tools(kube, mutation_set=("deployments/web",))
-    )
-    assert "k8s_rollout_restart with" not in str(seen[0][0].parts[-1].content)
+    scale = typed("scale", "Deployment", "web", replicas=5)
+    outcome = await run_act(step_input("act", action=restart, grant=scale), model, limited)
+    assert outcome.result is not None and outcome.result["outcome"] == "succeeded"
+    assert kube.objects[("Deployment", "shop", "web")]["spec"]["replicas"] == 5
+
+
+@pytest.mark.parametrize(
+    ("marks", "owner"),
+    [
+        ({"labels": {"argocd.argoproj.io/instance": "shop-web"}}, "Argo CD (application shop-web)"),
+        (
+            {"annotations": {"argocd.argoproj.io/tracking-id": "shop:apps/Deployment:shop/web"}},
+            "Argo CD (application shop)",
+        ),
+        ({"labels": {"kustomize.toolkit.fluxcd.io/name": "apps"}}, "Flux (Kustomization apps)"),
+    ],
+)
+async def test_a_typed_act_on_what_gitops_keeps_in_sync_is_refused_unless_the_words_know(
+    marks: dict[str, Any], owner: str
+) -> None:
+    managed = deployment()
+    managed["metadata"].update(marks)
+    kube = FakeKube([managed])
+    restart = action(action="Restart Deployment web.", mutationSet=["deployments/web"])
+    model, _ = scripted()
+    limited = tools(kube, mutation_set=("deployments/web",))
+    grant = typed("restart", "Deployment", "web")
+    outcome = await run_act(step_input("act", action=restart, grant=grant), model, limited)
+    assert outcome.result is not None and outcome.result["outcome"] == "blocked"
+    assert owner in outcome.result["evidence"] and kube.writes() == []
+    known = grant.model_copy(update={"gitopsAcknowledged": True})
+    outcome = await run_act(step_input("act", action=restart, grant=known), model, limited)
+    assert outcome.result is not None and outcome.result["outcome"] == "succeeded"
 
 
 async def test_act_write_outside_the_mutation_set_is_refused_and_reported() -> None:

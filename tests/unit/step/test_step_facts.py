@@ -359,8 +359,9 @@ async def test_a_stop_after_an_earlier_check_or_with_nothing_authorized_is_taken
 RESTART = [
     {
         "id": "restart-worker",
-        "description": "Rollout restart Deployment pricing-worker.",
+        "description": "restart Deployment pricing-worker",
         "paid": False,
+        "verb": "restart",
     }
 ]
 RESTART_TASK = "ConfigMap pricing-config was fixed; restart Deployment pricing-worker."
@@ -391,7 +392,7 @@ async def test_a_wait_while_the_goals_workload_runs_earlier_config_data_is_asked
     retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
     assert "Route 'wait' waits for nothing that moves by itself" in retry
     assert "Deployment pricing-worker started before ConfigMap pricing-config" in retry
-    assert "restart-worker (Rollout restart Deployment pricing-worker)" in retry
+    assert "restart-worker (restart Deployment pricing-worker)" in retry
 
     # Asked once: the same wait again stands.
     model, seen = scripted(*[final(waits)] * 2)

@@ -15,6 +15,7 @@ from goalkeeper.core.models import (
     MonitorSpec,
     MonitorState,
     MonitorStatus,
+    ObjectFacts,
     Observation,
     StepInFlight,
     StepKind,
@@ -53,6 +54,8 @@ class TurnBase:
         # The target change (or the person's request) that started the check being
         # reported, if any.
         self.woken_by = ""
+        # The named objects as the accepted observation's step read them.
+        self.facts: tuple[ObjectFacts, ...] = ()
 
     @property
     def spec(self) -> MonitorSpec:

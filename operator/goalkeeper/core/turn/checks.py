@@ -3,6 +3,7 @@ failed one retried, an act done and verified; and the brake on acts that change 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from goalkeeper.core import authority, guards, health, wakes
@@ -12,6 +13,7 @@ from goalkeeper.core.models import (
     AuthorityExtraction,
     AuthorityRecord,
     MonitorState,
+    ObjectFacts,
     Observation,
     Outcome,
     Route,
@@ -43,7 +45,10 @@ class Turn(Asking):
             return  # waiting: the timer drives the next decision
         self.launch_observe()
 
-    def accept(self, observation: Observation, facts_print: str = "") -> None:
+    def accept(
+        self, observation: Observation, facts_print: str = "", facts: Sequence[ObjectFacts] = ()
+    ) -> None:
+        self.facts = tuple(facts)
         st = self.status
         step = st.step
         assert step is not None  # owns() checked it
@@ -181,6 +186,10 @@ class Turn(Asking):
             self.await_approval(observation, action, refusal[1], need)
         elif braked:
             self.await_brake_decision(observation, action, target)
+        elif (unmet := self.condition_unmet(action)) is not None:
+            # The grant applies once its condition holds: the run waits for it, as on a wait.
+            self.report(observation, next_action=f"waiting: {unmet}")
+            self.publish_schedule()
         elif self.needs_confirmation():
             self.await_confirmation(observation, action)
         elif self.paused:
@@ -194,6 +203,18 @@ class Turn(Asking):
                 self.status.health.recoveredStall = self.status.health.fingerprint
             self.report(observation, next_action=action.action)
             self.launch_action(action)
+
+    def condition_unmet(self, action: ActionRequest) -> str | None:
+        """Why the grant the action names does not apply yet: its condition over a named
+        object does not hold in the facts the observe step read (or they lack the object)."""
+        grant = authority.grant_named(self.status.authority, action.authorizedActionId)
+        if grant is None or grant.condition is None:
+            return None
+        holds = authority.condition_holds(grant.condition, self.facts)
+        if holds:
+            return None
+        state = "the check did not read it" if holds is None else "it does not hold yet"
+        return f"grant {grant.id} applies once {grant.condition}; {state}"
 
     def priced(self, action: ActionRequest) -> ActionRequest:
         """`action` with the person's stated price as its estimate when it names a recorded

@@ -3,7 +3,7 @@ the step in flight; nothing while the person's pause holds."""
 
 from __future__ import annotations
 
-from goalkeeper.core import guards, health
+from goalkeeper.core import authority, guards, health
 from goalkeeper.core.events import LaunchStep
 from goalkeeper.core.models import (
     ActionKind,
@@ -134,6 +134,11 @@ class Launching(TurnBase):
                 contract=st.contract,
                 authorizedActions=st.authorizedActions,
                 action=action,
+                grant=(
+                    authority.grant_named(st.authority, action.authorizedActionId)
+                    if action is not None and kind is StepKind.act
+                    else None
+                ),
                 health=note,
                 wokenBy=woken_by,
                 approvals=self.policy.approvals,
