@@ -110,6 +110,19 @@ def _answer(args: argparse.Namespace) -> int:
     return answer(args.monitor, args.namespace, decision, amount=amount, reason=args.reason)
 
 
+def _authority(args: argparse.Namespace) -> int:
+    from goalkeeper.authorityctl import run
+
+    return run(
+        args.monitor,
+        args.namespace,
+        confirm=args.confirm,
+        grants=args.grant or [],
+        denied=args.deny or [],
+        reason=args.reason,
+    )
+
+
 def _control(args: argparse.Namespace) -> int:
     from goalkeeper.control import Control, run_control
 
@@ -179,6 +192,27 @@ def build_parser() -> argparse.ArgumentParser:
                 help="what to add to the cost ceiling for this action (default: what it asks)",
             )
         answer_cmd.set_defaults(func=_answer)
+
+    authority_cmd = sub.add_parser(
+        "authority",
+        help="show what goalkeeper read from a monitor's task; confirm or correct it as yourself",
+    )
+    authority_cmd.add_argument("monitor", help="the Monitor's name")
+    authority_cmd.add_argument("-n", "--namespace", help=NAMESPACE_HELP)
+    authority_cmd.add_argument(
+        "--confirm", action="store_true", help="confirm the reading as shown (with any changes)"
+    )
+    authority_cmd.add_argument(
+        "--grant",
+        action="append",
+        metavar="WORDS",
+        help="add a grant, in words the reading parses whole ('resume Job etl once'); repeatable",
+    )
+    authority_cmd.add_argument(
+        "--deny", action="append", metavar="ID", help="remove the grant with this id; repeatable"
+    )
+    authority_cmd.add_argument("--reason", default="", help="why, for the record")
+    authority_cmd.set_defaults(func=_authority)
 
     for verb, what in (
         ("pause", "pause a monitor: its running step finishes, then nothing launches"),

@@ -478,7 +478,7 @@ class Reconciler:
             if change is not None:
                 self._taken[key] = change
                 event = TargetChanged(*change)
-        if event is None and status.approval is not None:
+        if event is None and authority.awaits_answer(status):
             event = await self._approval_answer(monitor, status)
         if event is None:
             log.debug("%s/%s: nothing to do", meta["namespace"], meta["name"])
@@ -605,8 +605,8 @@ class Reconciler:
         """The oldest MonitorApproval for this monitor that the engine has not taken yet."""
         meta = monitor["metadata"]
         request = status.approval
-        assert request is not None
-        taken = {record.name for record in status.approvals} | set(request.ignored)
+        ignored = set(request.ignored) if request is not None else set()
+        taken = {record.name for record in status.approvals} | ignored
         listed = await self.api.list_approvals(meta["namespace"])
         mine = [
             a

@@ -47,6 +47,7 @@ from goalkeeper.core.models import (
     JobEnd,
     Money,
     MonitorSpec,
+    MonitorState,
     MonitorStatus,
     ObjectFacts,
     ObjectRef,
@@ -359,6 +360,18 @@ def pin(
         unclear=_bounded(unclear),
     )
     return PinnedAuthority(contract, actions, record)
+
+
+# The request id a person's confirmation of the reading names before any act asks for it.
+READING_REQUEST = "reading"
+
+
+def awaits_answer(status: MonitorStatus) -> bool:
+    """Whether a person's MonitorApproval may move this monitor: a request is open, or the
+    reading left words unclear and nobody has confirmed it yet."""
+    record = status.authority
+    unconfirmed = record is not None and bool(record.unclear) and not record.confirmedBy
+    return status.approval is not None or (unconfirmed and status.monitor is MonitorState.active)
 
 
 def grant_named(record: AuthorityRecord | None, gid: str) -> TypedGrant | None:

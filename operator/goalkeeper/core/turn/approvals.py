@@ -104,6 +104,36 @@ class Asking(Scheduling):
         self.judge_health(health.awaiting(st.health, message, self.now))
         return st.approval
 
+    def reading_answered(self, name: str, answer: MonitorApprovalSpec, *, owned: bool) -> None:
+        """A person's confirmation or correction of the reading before any act asked for it
+        (`goalkeeper authority NAME --confirm`): recorded once, with who; nothing launches."""
+        st = self.status
+        record = st.authority
+        if not owned or not answer.approver or record is None or st.contract is None:
+            return
+        if answer.decision is ApprovalDecision.reject:
+            return  # a reading is corrected with --deny, not rejected before it is used
+        who = f"{answer.approver} (MonitorApproval {name})"
+        added, refused = authority.person_grants(answer.grants)
+        changed = authority.confirm(st, who, grants=added, denied=answer.denied)
+        changed += [f"refused {line}" for line in refused]
+        st.approvals = [
+            *st.approvals,
+            ApprovalRecord(
+                requestId=answer.requestId,
+                name=name,
+                decision=answer.decision,
+                approver=answer.approver,
+                reason=answer.reason,
+                at=self.now,
+            ),
+        ][-APPROVALS_KEPT:]
+        self.notify(
+            f"confirmed-{name}",
+            "AuthorityConfirmed",
+            f"{who} confirmed the reading" + (": " + "; ".join(changed) if changed else "."),
+        )
+
     def window(self, kind: ApprovalKind) -> timedelta:
         """How long a request stays open; a reading waits for its person even where the
         operator asks no approvals."""
@@ -125,7 +155,14 @@ class Asking(Scheduling):
         would launch runs once the monitor is resumed, within the request's window."""
         st = self.status
         request = st.approval
-        if request is None or name in request.ignored or any(r.name == name for r in st.approvals):
+        if any(r.name == name for r in st.approvals):
+            return
+        if answer.requestId == authority.READING_REQUEST and (
+            request is None or request.kind is not ApprovalKind.authority
+        ):
+            self.reading_answered(name, answer, owned=owned)
+            return
+        if request is None or name in request.ignored:
             return
         if self.paused:
             return

@@ -1,0 +1,126 @@
+"""What the engine does with a typed reading: unclear words hold every act for a person, a
+person confirms or corrects the reading (before or when an act asks), a grant's condition
+holds its act until the facts show it, and the act step is told the typed grant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.engine_loop import Loop
+from tests.support.observations import TASK, action, extraction, observation
+
+from goalkeeper.core import authority
+from goalkeeper.core.engine import ApprovalAnswered, LaunchStep, ObservationAccepted, TimerDue
+from goalkeeper.core.models import (
+    ApprovalDecision,
+    ApprovalKind,
+    ConditionStatus,
+    FactKind,
+    GrantVerb,
+    JobEnd,
+    MonitorApprovalSpec,
+    NamedIn,
+    ObjectFacts,
+    StepKind,
+)
+
+UID = "monitor-uid"
+UNCLEAR = "Deployment web is frozen this week."
+
+
+def launched(effects: tuple[object, ...]) -> list[StepKind]:
+    return [e.kind for e in effects if isinstance(e, LaunchStep)]
+
+
+def answer(loop: Loop, request_id: str, **spec: Any) -> tuple[object, ...]:
+    body = MonitorApprovalSpec(
+        monitor="build", requestId=request_id, decision=ApprovalDecision.approve, approver="alice"
+    ).model_copy(update=spec)
+    return loop.send(ApprovalAnswered(f"ok-{request_id}", body, (UID,), UID))
+
+
+def confirmed_condition(loop: Loop) -> tuple[ConditionStatus, str]:
+    [found] = [c for c in loop.status.conditions if c.type == "AuthorityConfirmed"]
+    return found.status, found.message
+
+
+def test_a_reading_read_whole_acts_without_a_person() -> None:
+    loop = Loop()
+    loop.start()
+    assert confirmed_condition(loop)[0] is ConditionStatus.true
+    assert launched(loop.observe(observation("act"))) == [StepKind.act]
+
+
+def test_unclear_words_hold_the_act_until_a_person_confirms_it() -> None:
+    loop = Loop(task=f"{TASK} {UNCLEAR}")
+    loop.start()
+    state, message = confirmed_condition(loop)
+    assert state is ConditionStatus.false and UNCLEAR in message
+    effects = loop.observe(observation("act"))
+    assert launched(effects) == []
+    request = loop.status.approval
+    assert request is not None and request.kind is ApprovalKind.authority
+    assert UNCLEAR in request.message
+    effects = answer(loop, request.id)
+    assert launched(effects) == [StepKind.act]
+    assert loop.status.authority is not None
+    assert loop.status.authority.confirmedBy.startswith("alice")
+    assert confirmed_condition(loop)[0] is ConditionStatus.true
+
+
+def test_a_person_confirms_before_any_act_and_corrects_the_grants() -> None:
+    loop = Loop(task=f"{TASK} {UNCLEAR}")
+    loop.start()
+    effects = answer(
+        loop,
+        authority.READING_REQUEST,
+        grants=["restart Deployment web once"],
+        denied=["fix-config"],
+    )
+    assert launched(effects) == [], "a confirmation launches nothing by itself"
+    record = loop.status.authority
+    assert record is not None and record.confirmedBy.startswith("alice")
+    assert [(g.id, g.verb, g.confirmedBy[:5]) for g in record.typedGrants] == [
+        ("resume-build", GrantVerb.resume, ""),
+        ("restart-web", GrantVerb.restart, "alice"),
+    ]
+    assert [a.id for a in loop.status.authorizedActions] == ["resume-build", "restart-web"]
+    assert loop.status.contract is not None
+    assert loop.status.contract.allowedResources == ["jobs/build", "deployments/web"]
+    # Confirmed: the next act runs without asking.
+    restart = action(authorizedActionId="restart-web", mutationSet=["deployments/web"])
+    act = observation("act", action=restart, contract=None, authorizedActions=None)
+    assert launched(loop.observe(act)) == [StepKind.act]
+
+
+CONDITIONAL = (
+    "Finish the load. You may resume Job build once Job extract has succeeded. Do not change "
+    "anything else."
+)
+
+
+def extract_facts(ended: JobEnd | None) -> tuple[ObjectFacts, ...]:
+    return (ObjectFacts(kind=FactKind.Job, name="extract", namedIn=[NamedIn.task], ended=ended),)
+
+
+def test_a_conditional_grant_acts_only_once_its_condition_holds_in_the_facts() -> None:
+    grant = {**extraction()["authorizedActions"][0], "quote": CONDITIONAL.split(". ")[1] + "."}
+    loop = Loop(task=CONDITIONAL, extraction=extraction(authorizedActions=[grant]))
+    loop.start()
+    [typed] = loop.status.authority.typedGrants  # type: ignore[union-attr]
+    assert str(typed.condition) == "job extract succeeded"
+    assert loop.status.contract is not None
+    assert loop.status.contract.allowedResources == ["jobs/build"], "Job extract is not writable"
+    # The observation does not restate the authority: the recorded one is the reading's.
+    act = observation("act", contract=None, authorizedActions=None)
+    effects = loop.send(ObservationAccepted(loop.seq, act, facts=extract_facts(None)))
+    assert launched(effects) == [] and loop.status.schedule is not None
+    assert "applies once job extract succeeded" in effects[0].text  # type: ignore[attr-defined]
+    loop.later(60)
+    loop.send(TimerDue())
+    done = extract_facts(JobEnd.Complete)
+    effects = loop.send(ObservationAccepted(loop.seq, act, facts=done))
+    [step] = [e for e in effects if isinstance(e, LaunchStep)]
+    assert step.kind is StepKind.act
+    # The act step is told the typed grant it does, so it does it by code.
+    assert step.input.grant is not None and step.input.grant.id == "resume-build"
