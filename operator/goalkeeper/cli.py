@@ -101,6 +101,12 @@ def _history(args: argparse.Namespace) -> int:
     return show_history(args.monitor, args.namespace)
 
 
+def _show(args: argparse.Namespace) -> int:
+    from goalkeeper.monitors import show_monitor
+
+    return show_monitor(args.monitor, args.namespace)
+
+
 def _answer(args: argparse.Namespace) -> int:
     from goalkeeper.approvals import answer
     from goalkeeper.core.models import ApprovalDecision
@@ -164,6 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
     history_cmd.add_argument("monitor", help="the Monitor's name")
     history_cmd.add_argument("-n", "--namespace", help=NAMESPACE_HELP)
     history_cmd.set_defaults(func=_history)
+
+    show_cmd = sub.add_parser(
+        "show",
+        help="print a monitor's state, progress, health, next check, authority and latest report",
+    )
+    show_cmd.add_argument("monitor", help="the Monitor's name")
+    show_cmd.add_argument("-n", "--namespace", help=NAMESPACE_HELP)
+    show_cmd.set_defaults(func=_show)
 
     for verb, what in (("approve", "approve"), ("reject", "reject")):
         answer_cmd = sub.add_parser(
