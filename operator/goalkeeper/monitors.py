@@ -136,8 +136,11 @@ def _tracks(status: Mapping[str, Any], now: datetime) -> list[str]:
     return lines
 
 
-def summary(monitor: Mapping[str, Any], now: datetime | None = None) -> str:
-    """The Monitor in a few lines, its latest report last."""
+def summary(
+    monitor: Mapping[str, Any], now: datetime | None = None, *, authority: bool = True
+) -> str:
+    """The Monitor in a few lines, its latest report last (`authority`: with what was read
+    from its task)."""
     now = now or datetime.now(UTC)
     meta = _meta(monitor)
     status = _status(monitor)
@@ -145,8 +148,9 @@ def summary(monitor: Mapping[str, Any], now: datetime | None = None) -> str:
     paused = controls_of(meta.get("annotations")).paused
     state = str(status.get("monitor") or "active")
     activity = str(status.get("activity") or ("starting" if not status else "?"))
+    doing = f" ({activity})" if activity != state else ""
     lines = [
-        f"Monitor {ref(monitor)}: {state}" + (", paused" if paused else "") + f" ({activity})",
+        f"Monitor {ref(monitor)}: {state}" + (", paused" if paused else "") + doing,
         f"Author: {(meta.get('annotations') or {}).get(AUTHOR) or 'not recorded'}",
         f"Goal: {status.get('goal') or 'unknown'} · Work: {status.get('work') or 'unknown'}"
         f" · Checks: {status.get('checks') or 0} of at most {spec.get('maxChecks', '?')}",
@@ -181,7 +185,7 @@ def summary(monitor: Mapping[str, Any], now: datetime | None = None) -> str:
             f"Stopped {_time(stop.get('at'))}: {stop.get('reason')}: "
             f"{printable(str(stop.get('message') or ''))}"
         )
-    reading = authority_reading(monitor)
+    reading = authority_reading(monitor) if authority else None
     if reading is not None:
         lines.append("Authority read from the task:")
         lines += [f"  {line}" for line in reading]

@@ -121,6 +121,7 @@ def test_the_summary_says_state_progress_health_schedule_approval_and_the_report
     assert text.endswith(
         "Latest report (check 1):\n    Monitor: active\n    Goal: incomplete\ufffd[2J\n"
     )
+    assert "Authority read" not in summary(body, NOW, authority=False)
     assert line(body) == (
         "team-a/build · active (paused) · goal incomplete · work idle · checks 1 · "
         "next check 2026-12-01 09:30:00 UTC · step awaitingApproval · health AwaitingHuman"
@@ -144,6 +145,7 @@ def test_a_stopped_monitor_says_why_and_no_next_check() -> None:
         },
     )
     text = summary(body, NOW)
+    assert text.startswith("Monitor team-a/build: stopped\n")
     assert "Stopped 2026-12-01 09:05:00 UTC: goalComplete: Job build succeeded.\n" in text
     assert "Next check" not in text and text.endswith("No report yet.\n")
     assert "next check" not in line(body)
