@@ -16,6 +16,7 @@ import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.subscriptions import ResourceUpdated, listen
 
 from goalkeeper.core.permissions import AUTHOR
 from goalkeeper.mcpserver import monitor_uri
@@ -97,8 +98,12 @@ class Host:
 
 
 @asynccontextmanager
-async def host(kubeconfig: Path, namespace: str, log: Path) -> AsyncIterator[Host]:
-    """`goalkeeper mcp` started as an agent host starts it: a command and an environment."""
+async def host(
+    kubeconfig: Path, namespace: str, log: Path, *, modern: bool = False
+) -> AsyncIterator[Host]:
+    """`goalkeeper mcp` started as an agent host starts it: a command and an environment.
+    The session opens with the initialize handshake (protocol 2025-11-25, what hosts speak
+    today), or with `server/discover` when `modern` (2026-07-28)."""
     params = StdioServerParameters(
         command=str(BIN / "goalkeeper"),
         args=["mcp", "--namespace", namespace],
@@ -115,8 +120,31 @@ async def host(kubeconfig: Path, namespace: str, log: Path) -> AsyncIterator[Hos
             stdio_client(params, errlog=errlog) as (read, write),
             ClientSession(read, write, message_handler=heard) as session,
         ):
-            await session.initialize()
+            await (session.discover() if modern else session.initialize())
             yield Host(session, updates)
+
+
+async def listen_for(
+    kubeconfig: Path,
+    namespace: str,
+    log: Path,
+    uri: str,
+    ready: anyio.Event,
+    heard: list[str],
+    done: anyio.Event,
+) -> None:
+    """A second host on the 2026-07-28 protocol: a `subscriptions/listen` stream for the
+    Monitor's resource, kept until its first update."""
+    async with (
+        host(kubeconfig, namespace, log, modern=True) as other,
+        listen(other.session, resource_subscriptions=[uri]) as stream,
+    ):
+        ready.set()
+        async for event in stream:
+            if isinstance(event, ResourceUpdated):
+                heard.append(event.uri)
+                done.set()
+                return
 
 
 async def in_thread(call: Any, *args: Any) -> Any:
@@ -138,7 +166,7 @@ async def test_an_agent_hands_a_goal_over_through_goalkeeper_mcp_as_its_person(
     log = tmp_path / "mcp.log"
 
     try:
-        async with host(alice, cluster.ns, log) as agent:
+        async with host(alice, cluster.ns, log) as agent, anyio.create_task_group() as watchers:
             tools = {tool.name for tool in (await agent.session.list_tools()).tools}
             assert {"start_monitor", "wait_for_report", "approve", "pause", "stop"} <= tools
 
@@ -154,9 +182,21 @@ async def test_an_agent_hands_a_goal_over_through_goalkeeper_mcp_as_its_person(
             assert f'authorizedActions resume-build: "{RESUME}"' in started
             monitor = await in_thread(cluster.monitor)
             assert monitor["metadata"]["annotations"][AUTHOR] == me
+            # A spec out of its bounds: the API server's refusal names the field and bound.
+            invalid, failed = await agent.call(
+                "start_monitor", name="too-often", task=PAID_TASK, everyMinutes=5000
+            )
+            assert failed and "422" in invalid and "spec.everyMinutes" in invalid
+            assert "1440" in invalid and await in_thread(cluster.monitor, "too-often") is None
 
             uri = monitor_uri(cluster.ns, "build")
             await agent.session.subscribe_resource(uri)
+            listening, listened, updated = anyio.Event(), list[str](), anyio.Event()
+            watchers.start_soon(
+                listen_for, alice, cluster.ns, log, uri, listening, listened, updated
+            )
+            with anyio.fail_after(60):
+                await listening.wait()
 
             first = await agent.ok("wait_for_report", name="build", after_check=0)
             assert first.startswith("Check 1 reported; the monitor is active.")
@@ -193,6 +233,9 @@ async def test_an_agent_hands_a_goal_over_through_goalkeeper_mcp_as_its_person(
                     break
             assert "the monitor is stopped" in report and "goalComplete" in report
             assert agent.updates and set(agent.updates) == {uri}
+            with anyio.fail_after(30):
+                await updated.wait()
+            assert listened == [uri]
 
             history = await agent.ok("history", name="build")
             assert "check 1 · step 2 observe" in history
