@@ -72,17 +72,23 @@ def answer(
     namespace: str | None,
     decision: ApprovalDecision,
     *,
+    request_id: str | None = None,
     amount: float | None = None,
     reason: str = "",
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    api_client: Any = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
+    """Answer the Monitor's open request (`request_id`: only when it is that one) as the
+    kubeconfig's user: 0 answered, 1 refused or nothing open, 2 no kubeconfig."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
     from goalkeeper.controller.api import server_message
 
-    connected = connect(namespace, None, err)
+    out = out or sys.stdout
+    err = err or sys.stderr
+    connected = connect(namespace, api_client, err)
     if connected is None:
         return 2
     api_client, namespace = connected
@@ -95,6 +101,13 @@ def answer(
         if status.approval is None:
             print(
                 f"goalkeeper: Monitor {namespace}/{monitor_name} has no approval request open.",
+                file=err,
+            )
+            return 1
+        if request_id is not None and request_id != status.approval.id:
+            print(
+                f"goalkeeper: Monitor {namespace}/{monitor_name} has no request {request_id} "
+                f"open: the open one is {status.approval.id}.",
                 file=err,
             )
             return 1

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -101,6 +102,21 @@ def _history(args: argparse.Namespace) -> int:
     return show_history(args.monitor, args.namespace)
 
 
+def _show(args: argparse.Namespace) -> int:
+    from goalkeeper.monitors import show_monitor
+
+    return show_monitor(args.monitor, args.namespace)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from goalkeeper.mcpserver import serve
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    return serve(
+        namespace=args.namespace, http=args.http, port=args.port, token_file=args.token_file
+    )
+
+
 def _answer(args: argparse.Namespace) -> int:
     from goalkeeper.approvals import answer
     from goalkeeper.core.models import ApprovalDecision
@@ -177,6 +193,34 @@ def build_parser() -> argparse.ArgumentParser:
     history_cmd.add_argument("monitor", help="the Monitor's name")
     history_cmd.add_argument("-n", "--namespace", help=NAMESPACE_HELP)
     history_cmd.set_defaults(func=_history)
+
+    show_cmd = sub.add_parser(
+        "show",
+        help="print a monitor's state, progress, health, next check, authority and latest report",
+    )
+    show_cmd.add_argument("monitor", help="the Monitor's name")
+    show_cmd.add_argument("-n", "--namespace", help=NAMESPACE_HELP)
+    show_cmd.set_defaults(func=_show)
+
+    mcp_cmd = sub.add_parser(
+        "mcp",
+        help="an MCP server for agent hosts, acting as you through your kubeconfig "
+        "(stdio; --http: streamable HTTP on 127.0.0.1)",
+    )
+    mcp_cmd.add_argument(
+        "-n", "--namespace", help="the default namespace (default: the kubeconfig context's)"
+    )
+    mcp_cmd.add_argument(
+        "--http", action="store_true", help="serve streamable HTTP on 127.0.0.1, not stdio"
+    )
+    mcp_cmd.add_argument("--port", type=int, default=8765, help="the HTTP port (default 8765)")
+    mcp_cmd.add_argument(
+        "--token-file",
+        type=Path,
+        help="the bearer token HTTP requests must carry, made when missing "
+        "(default: ~/.cache/goalkeeper/mcp-token)",
+    )
+    mcp_cmd.set_defaults(func=_mcp)
 
     for verb, what in (("approve", "approve"), ("reject", "reject")):
         answer_cmd = sub.add_parser(

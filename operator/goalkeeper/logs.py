@@ -31,7 +31,10 @@ def dev_logs_root() -> Path:
     return cache_root() / "dev-logs"
 
 
-def latest_step(custom: Any, namespace: str, monitor: str) -> dict[str, Any] | None:
+def latest_step(
+    custom: Any, namespace: str, monitor: str, seq: int | None = None
+) -> dict[str, Any] | None:
+    """The monitor's step with the highest sequence number, or the one numbered `seq`."""
     listing = custom.list_namespaced_custom_object(
         GROUP,
         VERSION,
@@ -43,6 +46,7 @@ def latest_step(custom: Any, namespace: str, monitor: str) -> dict[str, Any] | N
         s
         for s in listing.get("items") or []
         if (s.get("spec") or {}).get("monitor") in (None, monitor)
+        and (seq is None or (s.get("spec") or {}).get("seq") == seq)
     ]
     return max(steps, key=lambda s: int((s.get("spec") or {}).get("seq") or 0), default=None)
 
@@ -83,12 +87,14 @@ def show_logs(
     monitor: str,
     namespace: str | None,
     *,
+    seq: int | None = None,
     api_client: Any = None,
     root: Path | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Print the latest step's log; 1 (saying why) when there is none to print."""
+    """Print the latest step's log (`seq`: that step's); 1 (saying why) when there is
+    none to print."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -100,9 +106,16 @@ def show_logs(
     api_client, namespace = connected
     custom: Any = client.CustomObjectsApi(api_client)
     core: Any = client.CoreV1Api(api_client)
-    step = latest_step(custom, namespace, monitor)
+    try:
+        step = latest_step(custom, namespace, monitor, seq)
+    except ApiException as error:
+        from goalkeeper.controller.api import server_message
+
+        print(f"goalkeeper: {error.status} {error.reason}: {server_message(error)}", file=err)
+        return 1
     if step is None:
-        print(f"no MonitorStep of monitor {monitor} in namespace {namespace}", file=err)
+        which = f" numbered {seq}" if seq is not None else ""
+        print(f"no MonitorStep{which} of monitor {monitor} in namespace {namespace}", file=err)
         return 1
     name = step["metadata"]["name"]
     spec = step.get("spec") or {}
