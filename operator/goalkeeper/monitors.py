@@ -4,8 +4,8 @@
 - `monitor_manifest`: the Monitor a person hands a goal over with (the four spec fields;
   those left out take the CRD's defaults).
 - `authority_reading`: what goalkeeper read from the task for the current spec
-  generation, in the lines of its reports (`core/authority.describe`), or None while the
-  task is not read yet.
+  generation, as the table `goalkeeper authority` prints (`core/authority.table`), or None
+  while the task is not read yet.
 - `summary`: the Monitor in a few lines: its state, goal and work, checks, progress with
   rate and ETA, health, the step in flight, the next check, an open approval request, the
   stop, and the latest report.
@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from goalkeeper.controller.manifests import GROUP, VERSION
-from goalkeeper.core.authority import describe
+from goalkeeper.core.authority import table
 from goalkeeper.core.controls import controls_of
 from goalkeeper.core.models import AuthorityRecord, TrackState
 from goalkeeper.core.permissions import AUTHOR
@@ -98,7 +98,7 @@ def authority_reading(monitor: Mapping[str, Any]) -> list[str] | None:
     """The reading of the current spec generation's task as report lines, or None while
     it is not read."""
     record = authority_record(monitor)
-    return None if record is None else [printable(line) for line in describe(record)]
+    return None if record is None else [printable(line) for line in table(record).splitlines()]
 
 
 def authority_read_or_stopped(monitor: Mapping[str, Any]) -> bool:

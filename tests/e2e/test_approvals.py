@@ -36,7 +36,7 @@ CEILING = {"amount": 10, "currency": "USD"}
 PAID = [{"id": "resume-build", "description": "Resume the build on paid GPUs.", "paid": True}]
 JOB = [{"apiVersion": "batch/v1", "kind": "Job", "name": "build"}]
 # The task that grants the paid resume and its ceiling, and what its reading finds.
-SPENDING = "Resuming the build runs on paid GPUs; the build may cost at most 10 USD."
+SPENDING = "Spending must not exceed 10 USD."
 PAID_TASK = f"{TASK} {SPENDING}"
 READING = extraction(
     authorizedActions=[{**PAID[0], "quote": RESUME}],

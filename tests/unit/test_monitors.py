@@ -18,7 +18,7 @@ from goalkeeper.monitors import (
 )
 
 NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
-QUOTE = "You may resume the build Job (spec.suspend=false)."
+QUOTE = "You may resume Job build."
 
 
 def monitor(generation: int = 1, **status: Any) -> dict[str, Any]:
@@ -37,9 +37,23 @@ def monitor(generation: int = 1, **status: Any) -> dict[str, Any]:
 AUTHORITY = {
     "generation": 1,
     "check": 0,
-    "grants": [{"field": "authorizedActions", "entry": "resume-build", "quote": QUOTE}],
-    "dropped": ["allowedSystems Service api: no sentence of yours gives it"],
-    "prohibitions": ["Do not change anything else."],
+    "typedGrants": [
+        {
+            "id": "resume-build",
+            "verb": "resume",
+            "object": {"kind": "Job", "name": "build"},
+            "quote": QUOTE,
+        }
+    ],
+    "typedProhibitions": [
+        {
+            "verb": "restart",
+            "forbids": ["restart"],
+            "object": {"kind": "Deployment", "name": "db"},
+            "quote": "Never restart Deployment db.",
+        }
+    ],
+    "dropped": ["allowed system 'Service api': no sentence of yours gives it"],
 }
 
 
@@ -53,11 +67,24 @@ def test_the_manifest_leaves_out_what_takes_the_crd_default() -> None:
 def test_the_authority_reading_is_that_of_the_current_generation_only() -> None:
     assert authority_reading(monitor()) is None
     read = monitor(authority=AUTHORITY)
-    assert authority_reading(read) == [
-        f'authorizedActions resume-build: "{QUOTE}"',
-        "refused allowedSystems Service api: no sentence of yours gives it",
-        "forbidden: Do not change anything else.",
+    lines = authority_reading(read)
+    assert lines is not None
+    assert lines[1].split() == [
+        "grant",
+        "resume-build",
+        "resume",
+        "Job",
+        "build",
+        "-",
+        '"You',
+        "may",
+        "resume",
+        "Job",
+        'build."',
     ]
+    assert lines[2].split()[:5] == ["forbidden", "-", "restart", "Deployment", "db"]
+    assert lines[3] == "refused    allowed system 'Service api': no sentence of yours gives it"
+    assert lines[4] == "reading    read whole from the words; no confirmation needed"
     assert authority_read_or_stopped(read)
     # An edited spec is read again: the earlier reading is not this generation's.
     assert authority_reading(monitor(generation=2, authority=AUTHORITY)) is None
@@ -116,7 +143,8 @@ def test_the_summary_says_state_progress_health_schedule_approval_and_the_report
     assert "Progress:\n  modules: 21/27 modules" in text
     assert "Next check: 2026-12-01 09:30:00 UTC (every 30 min)\n" in text
     assert "Awaiting approval: request req-2 (check 1): Resume the build on paid GPUs?" in text
-    assert f'Authority read from the task:\n  authorizedActions resume-build: "{QUOTE}"' in text
+    assert "Authority read from the task:\n             ID" in text
+    assert "grant      resume-build  resume   Job build" in text
     # The report is indented, and a terminal escape in it is shown, never sent.
     assert text.endswith(
         "Latest report (check 1):\n    Monitor: active\n    Goal: incomplete\ufffd[2J\n"

@@ -1453,7 +1453,7 @@ def read(texts: Iterable[tuple[Words, str]]) -> Reading:
         entry = UnclearWords(
             sentence=clip(clause.sentence), why=clip(why, LIST_ENTRY_MAX), source=clause.source
         )
-        if entry not in unclear:
+        if all(u.sentence != entry.sentence for u in unclear):
             unclear.append(entry)
         if any(w in _RESTRICTING for w in words):
             limiting.append((clause, entry, named))
