@@ -33,7 +33,6 @@ from tests.e2e.harness import (
 from tests.e2e.test_approvals import PAID_TASK, READING, paid_resume
 from tests.e2e.test_author_rights import LOGS, READS, person
 from tests.support.model_server import ModelServer
-from tests.support.observations import RESUME
 
 pytestmark = pytest.mark.cluster
 
