@@ -259,9 +259,7 @@ class AuthorizedAction(Model):
     id: Identifier = Field(description="Stable id, referenced by action requests.")
     description: Text1000
     paid: StrictBool = Field(default=False, description="Whether running it costs money.")
-    verb: SkipJsonSchema[GrantVerb | None] = Field(
-        default=None, description="The verb of the typed grant it uses."
-    )
+    verb: GrantVerb | None = Field(default=None, description="The verb of the typed grant it uses.")
 
 
 class TrackStatus(StrEnum):
