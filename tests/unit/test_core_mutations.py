@@ -302,23 +302,25 @@ def test_an_entry_without_a_namespace_is_read_in_the_monitors() -> None:
         ("source code", "configmaps/source-code"),
         ("the model provider", "the model"),
         ("Secret", "secrets/db"),
-        ("Deployment", "deploy/web"),
         ("payments deployment", "deployments/payments"),
-        ("database build", "jobs/database-build"),
     ],
 )
-def test_free_text_is_compared_by_its_words(rule: str, mutation: str) -> None:
-    assert forbidden([mutation], forbiddenChanges=[rule]) is not None
+def test_free_text_meets_nothing_and_is_never_covered(rule: str, mutation: str) -> None:
+    # No text comparison: prose forbids nothing by its words, and an act can write only
+    # what a typed grant's object covers, which prose never names.
+    assert forbidden([mutation], forbiddenChanges=[rule]) is None
+    if parse_entry(mutation, NS) is None:
+        assert outside(["jobs/build"], mutation) is not None
 
 
 def test_a_protected_contract_is_checked_first_and_stops_as_such() -> None:
     refusal = forbidden(
-        ["jobs/build", "Provider OpenAI."],
+        ["jobs/build", "deployments/db"],
         forbiddenChanges=["jobs/build"],
-        protectedContracts=["provider openai, model gpt-5"],
+        protectedContracts=["deployments/db"],
     )
     assert refusal is not None and refusal[0] is StopReason.protectedContractChange
-    assert "'provider openai, model gpt-5'" in refusal[1]
+    assert "'deployments/db'" in refusal[1]
 
 
 ENTRIES = st.sampled_from(
@@ -342,13 +344,10 @@ ENTRIES = st.sampled_from(
 
 
 @settings(max_examples=300, deadline=None)
-@given(rule=ENTRIES, mutation=ENTRIES)
-def test_free_text_refused_before_is_refused_still(rule: str, mutation: str) -> None:
-    ruled, touched = guards.normalise(rule), guards.normalise(mutation)
-    refused_before = bool(touched) and (touched in ruled or ruled in touched)
-    free_text = parse_entry(rule, NS) is None or parse_entry(mutation, NS) is None
-    if refused_before and free_text:
-        assert forbidden([mutation], forbiddenChanges=[rule]) is not None
+@given(mutation=ENTRIES)
+def test_free_text_is_never_covered_by_an_object(mutation: str) -> None:
+    if parse_entry(mutation, NS) is None:
+        assert outside(["jobs/build", "deployments/payments"], mutation) is not None
 
 
 # --- the coverage guard against an independent oracle ----------------------------------------

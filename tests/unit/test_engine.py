@@ -723,15 +723,21 @@ def test_a_new_generation_extracts_the_authority_again() -> None:
 @pytest.mark.parametrize(
     ("mutation", "reason", "entry"),
     [
-        (["jobs/build", "Source code of the build"], "outsideAuthority", "'source code'"),
-        (["the model"], "outsideAuthority", "'the model provider'"),
-        (["Provider OpenAI."], "protectedContractChange", "'provider openai, model gpt-5'"),
+        # Prose names no object: it is outside the typed grants' objects, whatever it says.
+        (["jobs/build", "Source code of the build"], "outsideAuthority", "Source code"),
+        (["the model"], "outsideAuthority", "the model"),
+        (["Provider OpenAI."], "outsideAuthority", "Provider OpenAI."),
+        # An object a prohibition names is refused as forbidden, before any coverage.
+        (["deployments/db"], "outsideAuthority", "'deployments/db'"),
     ],
 )
 def test_mutation_set_naming_a_forbidden_or_protected_entry_is_refused(
     mutation: list[str], reason: str, entry: str
 ) -> None:
-    pinned = contract(protectedContracts=["provider openai, model gpt-5"])
+    pinned = contract(
+        protectedContracts=["provider openai, model gpt-5"],
+        forbiddenChanges=["source code", "the model provider", "deployments/db"],
+    )
     loop = Loop(granted_by_first_observation=True)
     loop.start()
     effects = loop.observe(observation("act", contract=pinned, action=action(mutationSet=mutation)))

@@ -13,7 +13,6 @@ recorded one: a restatement or a narrowing is recorded, any widening is refused.
 
 from __future__ import annotations
 
-import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from goalkeeper.core.models import (
     SpendLedger,
     StopReason,
 )
-from goalkeeper.core.mutations import KubeTarget, Target, covers, overlaps, parse_entry
+from goalkeeper.core.mutations import Target, covers, overlaps, parse_entry
 
 # The same failure in the same target state may be acted on at most this often.
 MAX_ATTEMPTS_PER_FAILURE = 2
@@ -141,11 +140,10 @@ def forbidden_mutation(
 ) -> tuple[StopReason, str] | None:
     """A mutation-set entry the recorded contract forbids or protects, with its stop reason.
 
-    Where both a ruled entry and a mutation entry parse (read in the monitor's
-    `namespace`), they count when some write is named by both (`mutations.overlaps`). Where
-    either is free text, the text comparison refuses as before and more: normalised, one
-    lies within the other, or every word of the ruled entry is among the mutation entry's
-    (its kind's names included). Protected contracts are checked first.
+    A ruled entry and a mutation entry, both read as objects in the monitor's `namespace`,
+    count when some write is named by both (`mutations.overlaps`). Free text meets nothing:
+    an entry that names no object is refused as uncovered by the allowed resources, which
+    are exactly the typed grants' objects. Protected contracts are checked first.
     """
     contract = status.contract
     if contract is None:
@@ -168,21 +166,11 @@ def forbidden_mutation(
 
 
 def _rule_meets(rule: str, entry: str, namespace: str) -> bool:
+    """Whether a write the entry names is one the rule names, both read as objects. Prose
+    is compared with nothing: what may be written at all is a typed grant's object, which
+    the reading already held to every prohibition of the words."""
     ruled, touched = parse_entry(rule, namespace), parse_entry(entry, namespace)
-    if ruled is not None and touched is not None:
-        return overlaps(ruled, touched)
-    rule_text, entry_text = normalise(rule), normalise(entry)
-    if entry_text and (entry_text in rule_text or rule_text in entry_text):
-        return True
-    named = _words(entry)
-    if isinstance(touched, KubeTarget):
-        named |= {touched.resource, *_words(touched.kind or "")}
-    rule_words = _words(rule)
-    return bool(rule_words) and rule_words <= named
-
-
-def _words(text: str) -> set[str]:
-    return set(re.findall(r"[^\W_]+", text.casefold()))
+    return ruled is not None and touched is not None and overlaps(ruled, touched)
 
 
 @dataclass(frozen=True)

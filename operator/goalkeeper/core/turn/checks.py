@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from goalkeeper.core import authority, guards, health, wakes
+from goalkeeper.core import authority, guards, health, reading, wakes
 from goalkeeper.core.models import (
     ActionRequest,
     ActionResult,
@@ -148,18 +148,22 @@ class Turn(Asking):
         self.launch_observe()
 
     def authority_notice(self, record: AuthorityRecord) -> None:
-        kept = [f"{g.field} {g.entry}" for g in record.grants]
+        kept = [f"{g.id} ({reading.grant_line(g)})" for g in record.typedGrants]
+        kept += [f"costCeiling {g.entry}" for g in record.grants if g.field == "costCeiling"]
         read_with = authority.instructions_line(self.status.instructions)
         text = f"Authority read from the task{read_with}: " + (
             "; ".join(kept) or "no grant, observe only"
         )
+        if record.unclear:
+            text += ". Unclear, so no act before a person confirms (goalkeeper authority): "
+            text += "; ".join(f'"{u.sentence}"' for u in record.unclear)
         if record.dropped:
             text += ". Refused: " + "; ".join(record.dropped)
         self.notify(
             f"authority-{self.status.stepSeq}",
             "AuthorityRecorded",
             text,
-            warning=bool(record.dropped),
+            warning=bool(record.dropped or record.unclear),
         )
 
     def route_act(self, observation: Observation, action: ActionRequest) -> None:
