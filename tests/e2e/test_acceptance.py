@@ -21,11 +21,12 @@ from tests.e2e.harness import (
     Scenario,
     build_job,
     observation,
+    progress_map,
     report_text,
     wait_until,
 )
-from tests.support.model_server import ModelServer, call
-from tests.support.observations import action
+from tests.support.model_server import ModelServer
+from tests.support.observations import action, extraction
 
 pytestmark = pytest.mark.cluster
 
@@ -40,6 +41,10 @@ def job_state(cluster: Cluster) -> Any:
 
 def finished(cluster: Cluster, operator: OperatorProcess, timeout: float = 120) -> dict[str, Any]:
     return wait_until(cluster.stopped, timeout, "the monitor to stop", operator.logs)
+
+
+# An observation that does not restate the authority: the recorded one stands as it is.
+UNSTATED: dict[str, Any] = {"contract": None, "authorizedActions": None}
 
 
 def act(facts: Facts, report: str = "Idle; resuming the build now.", **overrides: Any) -> dict:
@@ -183,10 +188,12 @@ def test_acceptance_05_action_succeeds_so_monitor_observes_immediately(
 def test_acceptance_06_action_fails_once_then_recovery_succeeds(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    cluster.target()
+    # The first resume finds no Job build (it is created once that act has failed); the
+    # recovery resumes the Job then there.
+    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
-        if facts.suspended and n == 1:
+        if n == 1:
             return act(facts)
         if facts.suspended:
             return act(
@@ -197,22 +204,15 @@ def test_acceptance_06_action_fails_once_then_recovery_succeeds(
             )
         return done_or_wait(facts)
 
-    def act_calls(n: int) -> list[Any]:
-        name = "build-typo" if n == 1 else "build"  # the first attempt hits the wrong Job
-        return [
-            call(
-                "k8s_patch",
-                kind="Job",
-                name=name,
-                namespace=cluster.ns,
-                patch={"spec": {"suspend": False}},
-            )
-        ]
-
-    model.default = Scenario(
-        cluster.ns, observe, act_calls=act_calls, act_outcomes=["failed", "succeeded"]
-    )
+    model.default = Scenario(cluster.ns, observe)
     cluster.create_monitor(everyMinutes=1)
+    wait_until(
+        lambda: any(r.get("outcome") == "failed" for r in step_results(cluster, "act")),
+        120,
+        "the first act to fail",
+        operator.logs,
+    )
+    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns))
     status = finished(cluster, operator)
     assert status["stop"]["reason"] == "goalComplete"
     assert [r["outcome"] for r in step_results(cluster, "act")] == ["failed", "succeeded"]
@@ -406,44 +406,49 @@ def test_acceptance_13_normal_restart_does_not_trigger_repair(
     control_plane.kubectl("apply", "-n", cluster.ns, "-f", str(grant), check=True)
     # ... and the operator lets act steps delete and create beyond patch.
     operator.restart_with(**repair_env, GOALKEEPER_ACT_EXTRA_VERBS="create,delete")
-    cluster.target(suspended=False, seconds=0, exit_code=1)
+    # An operational failure: the first run fails, a run of the same Job again succeeds.
+    flaky = build_job(cluster.ns, suspended=False)
+    marker = repair_marker.parent / "ran-once"
+    flaky["spec"]["template"]["spec"]["containers"][0]["command"] = [
+        "python",
+        "-c",
+        f"import os, sys\nm = {str(marker)!r}\nfirst = not os.path.exists(m)\n"
+        "open(m, 'w').close()\nsys.exit(1 if first else 0)",
+    ]
+    cluster.batch.create_namespaced_job(cluster.ns, flaky)
+    cluster.core.create_namespaced_config_map(cluster.ns, progress_map(cluster.ns, 21))
     wait_until(lambda: job_state(cluster).status.failed, 60, "the target Job to fail")
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
+        # The answers leave the recorded authority as the reading pinned it.
         if facts.failed:
-            return act(
-                facts,
+            rerun = action(
                 kind="recover",
                 failureId="build-exit-1",
-                action="Restart Job build: delete the failed Job and create it again.",
+                action="Re-run Job build after its operational failure.",
+                authorizedActionId="rerun-build",
             )
-        return done_or_wait(facts)
+            return observation(
+                "act", "incomplete", "idle", facts, "It failed.", action=rerun, **UNSTATED
+            )
+        return {**done_or_wait(facts), **UNSTATED}
 
-    def restart(n: int) -> list[Any]:
-        fresh = build_job(cluster.ns, suspended=False, seconds=0)
-        # Two turns: the create must not run alongside the delete it depends on.
-        return [
-            # The Job comes back changed, so not by k8s_rerun_job; where that tool is offered
-            # k8s_delete refuses a Job, and a delete for good goes through k8s_raw.
-            [
-                call(
-                    "k8s_raw",
-                    path=f"/apis/batch/v1/namespaces/{cluster.ns}/jobs/build",
-                    method="DELETE",
-                    body={"propagationPolicy": "Background"},
-                )
-            ],
-            [call("k8s_create", manifest=fresh)],
+    rerun = "You may rerun Job build."
+    reading = extraction(
+        authorizedActions=[
+            {"id": "rerun-build", "description": "Re-run Job build.", "quote": rerun}
         ]
-
-    scenario = Scenario(cluster.ns, observe, act_calls=restart)
+    )
+    scenario = Scenario(cluster.ns, observe, reading=reading)
     model.default = scenario
-    cluster.create_monitor(everyMinutes=1)
+    cluster.create_monitor(everyMinutes=1, task=f"Finish Job build. {rerun}")
     status = finished(cluster, operator, timeout=180)
     assert status["stop"]["reason"] == "goalComplete"
     assert "repair" not in cluster.step_kinds()
     assert [r["outcome"] for r in step_results(cluster, "act")] == ["succeeded"]
     assert not repair_marker.exists(), "the repair workflow never ran"
+    # The re-run is the typed grant's one call, done by code: no act reached the model.
+    assert scenario.acts == 0
 
 
 def test_acceptance_14_real_defect_uses_repair_path(

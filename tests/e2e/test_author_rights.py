@@ -27,11 +27,8 @@ from tests.support.observations import action, contract, extraction
 
 pytestmark = pytest.mark.cluster
 
-TASK = (
-    "Keep ConfigMap settings in this namespace at mode=fast. You may patch ConfigMap "
-    "settings to set mode=fast. Do not change anything else."
-)
-GRANT = "You may patch ConfigMap settings to set mode=fast."
+TASK = "You may set key mode of ConfigMap settings to fast. Do not change anything else."
+GRANT = "You may set key mode of ConfigMap settings to fast."
 # What the observer reads and a report may show (core/permissions.py observer_reads).
 READS = [
     {

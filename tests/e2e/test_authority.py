@@ -163,8 +163,9 @@ def test_a_reading_that_turns_a_prohibition_into_a_grant_is_dropped(
     )
     assert status.get("authorizedActions", []) == []
     dropped = "\n".join(status["authority"]["dropped"])
-    assert "'resume-build': it is quoted from a sentence that forbids" in dropped
-    assert "'resume-job': the task forbids it" in dropped
+    # Neither sentence reads as a grant: a permission to read logs, and a prohibition.
+    assert "'resume-build': the words it quotes give no grant the engine reads" in dropped
+    assert "'resume-job': the words it quotes give no grant the engine reads" in dropped
     assert "'scale-web': its quote is not in the task, the stop rule or the instructions" in dropped
     assert "act" not in cluster.step_kinds()
     job = cluster.batch.read_namespaced_job("build", cluster.ns)

@@ -21,22 +21,28 @@ from tests.e2e.harness import (
 )
 from tests.e2e.test_approvals import account, goalkeeper
 from tests.support.model_server import ModelServer
-from tests.support.observations import TASK, extraction
+from tests.support.observations import TASK, action, extraction
 
 pytestmark = pytest.mark.cluster
 
 STOP = "Stop when Job build has succeeded."
 
 
+# The answers leave the recorded authority as the reading pinned it.
+UNSTATED: dict[str, Any] = {"contract": None, "authorizedActions": None}
+
+
 def until_done(facts: Facts, _: int) -> dict[str, Any]:
     """Resume the suspended build, wait while it runs, stop once it succeeded."""
     if facts.succeeded:
-        return observation(
-            "stop", "complete", "complete", facts, "Job build succeeded.", stopReason="goalComplete"
-        )
+        done = {"stopReason": "goalComplete", **UNSTATED}
+        return observation("stop", "complete", "complete", facts, "Job build succeeded.", **done)
     if facts.suspended:
-        return observation("act", "incomplete", "idle", facts, "Job build waits.")
-    return observation("wait", "incomplete", "running", facts, "Job build runs.")
+        resume = action(action="Resume Job build.", mutationSet=["jobs/build"])
+        return observation(
+            "act", "incomplete", "idle", facts, "Job build waits.", action=resume, **UNSTATED
+        )
+    return observation("wait", "incomplete", "running", facts, "Job build runs.", **UNSTATED)
 
 
 @pytest.mark.operator_env(GOALKEEPER_APPROVAL_TIMEOUT="10m")

@@ -124,3 +124,36 @@ def test_a_conditional_grant_acts_only_once_its_condition_holds_in_the_facts() -
     assert step.kind is StepKind.act
     # The act step is told the typed grant it does, so it does it by code.
     assert step.input.grant is not None and step.input.grant.id == "resume-build"
+
+
+def test_an_act_the_reading_missed_goes_to_the_person_who_may_grant_it() -> None:
+    # "it" is no object: the grant is not read, and the reading waits for a person.
+    task = "Deployment web is stuck. You may restart it."
+    loop = Loop(task=task, extraction=extraction(authorizedActions=[]))
+    loop.start()
+    assert loop.status.authorizedActions == []
+    restart = action(authorizedActionId="restart-web", mutationSet=["deployments/web"])
+    act = observation("act", action=restart, contract=None, authorizedActions=None)
+    effects = loop.observe(act)
+    assert launched(effects) == [] and loop.status.monitor == "active"
+    request = loop.status.approval
+    assert request is not None and request.kind is ApprovalKind.authority
+    # The person names the grant as the act does, in words the reading parses whole.
+    effects = answer(loop, request.id, grants=["restart-web=restart Deployment web"])
+    assert launched(effects) == [StepKind.act]
+    [step] = [e for e in effects if isinstance(e, LaunchStep)]
+    assert step.input.grant is not None and step.input.grant.confirmedBy.startswith("alice")
+
+
+def test_a_confirmation_that_still_misses_the_act_stops_outside_authority() -> None:
+    loop = Loop(
+        task="Deployment web is stuck. You may restart it.",
+        extraction=extraction(authorizedActions=[]),
+    )
+    loop.start()
+    restart = action(authorizedActionId="restart-web", mutationSet=["deployments/web"])
+    loop.observe(observation("act", action=restart, contract=None, authorizedActions=None))
+    assert loop.status.approval is not None
+    answer(loop, loop.status.approval.id)
+    assert loop.status.stop is not None and loop.status.stop.reason == "outsideAuthority"
+    assert "restart-web" in loop.status.stop.message

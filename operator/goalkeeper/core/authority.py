@@ -406,17 +406,24 @@ def condition_holds(condition: GrantCondition, facts: Sequence[ObjectFacts]) -> 
     return None
 
 
+_NAMED_PHRASE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._:/-]{0,199})\s*=\s*(\S.*)$")
+
+
 def person_grants(phrases: Sequence[str]) -> tuple[list[TypedGrant], list[str]]:
     """The grants a person adds when confirming a reading, each phrase read by the same
-    grammar as the task; a phrase it cannot read whole is refused with why."""
+    grammar as the task (`ID=WORDS` names the grant, as an act names it); a phrase it
+    cannot read whole as one grant is refused with why."""
     grants: list[TypedGrant] = []
     refused: list[str] = []
     for phrase in phrases:
-        read = reading.read([(Words.person, phrase)])
-        if read.unclear or read.refused or read.prohibitions or not read.grants:
+        named = _NAMED_PHRASE.match(phrase)
+        words = named.group(2) if named else phrase
+        read = reading.read([(Words.person, words)])
+        if read.unclear or read.refused or read.prohibitions or len(read.grants) != 1:
             refused.append(f"{phrase!r}: not one grant the reading parses whole")
             continue
-        grants += read.grants
+        [grant] = read.grants
+        grants.append(grant.model_copy(update={"id": named.group(1)}) if named else grant)
     return grants, refused
 
 

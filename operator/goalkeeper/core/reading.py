@@ -551,7 +551,8 @@ def _object(c: _Cursor, namespace: str) -> list[ObjectRef]:
     """One object, or several of one kind ("Jobs a and b"), in any of the forms people
     write: `Job etl`, `the etl Job`, `job/etl`, `jobs/etl`, `ns/jobs/etl`, `the Job named etl`."""
     start = c.at
-    c.take(("the",)) or c.take(("a",))
+    the = c.take(("the",))
+    the or c.take(("a",))
     word = c.peek()
     if "/" in word:
         parts = word.split("/")
@@ -573,7 +574,9 @@ def _object(c: _Cursor, namespace: str) -> list[ObjectRef]:
             c.at = start
             return []
         return [ObjectRef(kind=kind, name=n, namespace=namespace) for n in names]
-    if _name(word) and c.peek(1) in _KINDS:
+    if the and _name(word) and c.peek(1) in _KINDS:
+        # "the build Job": a name before its kind only after "the" ("keep ConfigMap x" is
+        # no ConfigMap "keep").
         c.at += 2
         return [ObjectRef(kind=_KINDS[c.words[c.at - 1]], name=word, namespace=namespace)]
     c.at = start

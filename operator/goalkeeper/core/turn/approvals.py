@@ -134,6 +134,19 @@ class Asking(Scheduling):
             f"{who} confirmed the reading" + (": " + "; ".join(changed) if changed else "."),
         )
 
+    def refusal_after_confirmation(self, action: ActionRequest) -> tuple[StopReason, str] | None:
+        """The authority guards again, once a person confirmed or corrected the reading."""
+        st = self.status
+        found = guards.authority_violation(st, action)
+        if found is not None:
+            return StopReason.outsideAuthority, found
+        namespace = self.context.namespace
+        forbidden = guards.forbidden_mutation(st, action, namespace)
+        if forbidden is not None:
+            return forbidden
+        uncovered = guards.mutation_outside_contract(st.contract, action, namespace)
+        return None if uncovered is None else (StopReason.outsideAuthority, uncovered)
+
     def window(self, kind: ApprovalKind) -> timedelta:
         """How long a request stays open; a reading waits for its person even where the
         operator asks no approvals."""
@@ -236,10 +249,11 @@ class Asking(Scheduling):
                     f"{who} confirmed the reading"
                     + (": " + "; ".join(changed) if changed else "."),
                 )
-                outside = guards.authority_violation(st, request.action)
-                if outside is not None:
-                    # The person's correction took away the grant this act named.
-                    self.final_stop(StopReason.outsideAuthority, outside)
+                after = self.refusal_after_confirmation(request.action)
+                if after is not None:
+                    # Even as the person confirmed or corrected it, the reading does not
+                    # cover this act.
+                    self.final_stop(*after)
                     return
                 self.launch_action(request.action)
             else:

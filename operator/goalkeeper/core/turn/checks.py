@@ -173,9 +173,19 @@ class Turn(Asking):
         if refusal is not None and refusal[0] is StopReason.paidActionNotApproved:
             need = guards.approval_need(self.status, action, observation.observedSpend)
         approvable = need is not None and self.policy.approvals
+        # An act the reading does not cover, while words of it wait for a person: that
+        # person may correct the reading (goalkeeper authority --grant) before it stops.
+        correctable = (
+            refusal is not None
+            and refusal[0] is StopReason.outsideAuthority
+            and not self.context.author_denied
+            and self.needs_confirmation()
+        )
         target = health.acted_on(action, self.context.namespace)
         braked = refusal is None and health.braked(self.status.health, self.policy, target)
-        if refusal is not None and not approvable:
+        if correctable:
+            self.await_confirmation(observation, action)
+        elif refusal is not None and not approvable:
             self.report_and_stop(observation, *refusal)
         elif braked and not self.policy.approvals:
             message = health.brake_text(self.status.health, target)
