@@ -175,8 +175,12 @@ class Suite:
         environ: Mapping[str, str] | None = None,
         step_seconds: float | None = None,
         logs: Path | None = None,
+        person: Callable[[Scenario], Sequence[str]] | None = None,
     ) -> None:
         self.environ = dict(os.environ if environ is None else environ)
+        # The grants the person adds when a reading waits for them (`ID=WORDS`); by
+        # default none: the person confirms the reading as the engine read it.
+        self.person = person or (lambda _: ())
         self.step_seconds = step_seconds or step_seconds_default(self.environ)
         self.model = ""
         self.minute = 60.0
@@ -421,6 +425,13 @@ class Suite:
         before = _approvals(api, ns)
         answer = scenario.answer.value
         command = [sys.executable, "-m", "goalkeeper.cli", answer, name, "-n", ns]
+        if request.get("kind") == "authority":
+            # A reading left words unclear: the person reads it and confirms it, with the
+            # grants they would add.
+            answer = "authority --confirm"
+            grants = [arg for grant in self.person(scenario) for arg in ("--grant", grant)]
+            command = [sys.executable, "-m", "goalkeeper.cli", "authority", name, "-n", ns]
+            command += ["--confirm", *grants]
         done = subprocess.run(
             [*command, "--reason", PERSON_REASON],
             env={**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)},

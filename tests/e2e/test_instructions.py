@@ -30,9 +30,9 @@ from tests.support.observations import action, extraction
 
 pytestmark = pytest.mark.cluster
 
-NEVER_RESUME = "Never resume Job build: the release team starts it by hand."
+NEVER_RESUME = "Never resume Job build; the release team starts the build by hand."
 CLUSTER_NEVER = "No Monitor may resume Job build."
-MAY_RESUME = "Monitors here may resume Job build (spec.suspend=false) when it is suspended."
+MAY_RESUME = "Monitors here may resume Job build (spec.suspend=false)."
 FINISH = "Finish the nightly build: Job build in this namespace must complete."
 
 
@@ -88,7 +88,7 @@ def test_a_namespace_instruction_refuses_an_action_the_task_allows(
         "'resume-build' is not among the recorded authorized actions" in status["stop"]["message"]
     )
     dropped = "\n".join(status["authority"]["dropped"])
-    assert f"'resume-build': the namespace instructions forbid it: {NEVER_RESUME!r}" in dropped
+    assert f"resume Job build: the namespace instructions forbid it: {NEVER_RESUME!r}" in dropped
     assert NEVER_RESUME in status["authority"]["prohibitions"]
     assert status["instructions"]["namespace"] == NEVER_RESUME
     assert status["instructions"]["namespaceVersion"]
@@ -121,10 +121,13 @@ def test_an_instruction_that_grants_is_quoted_as_the_namespaces_and_the_act_runs
     status = wait_until(cluster.stopped, 180, "the monitor to stop", operator.logs)
 
     assert status["stop"]["reason"] == "goalComplete", status["stop"]
-    grants = {(g["field"], g["entry"]): g for g in status["authority"]["grants"]}
-    for key in (("allowedResources", "jobs/build"), ("authorizedActions", "resume-build")):
-        assert grants[key]["quote"] == MAY_RESUME
-        assert grants[key]["source"] == "namespaceInstructions"
+    [grant] = status["authority"]["typedGrants"]
+    assert (grant["id"], grant["verb"], grant["object"]["name"]) == (
+        "resume-build",
+        "resume",
+        "build",
+    )
+    assert grant["quote"] == MAY_RESUME and grant["source"] == "namespaceInstructions"
     assert "act" in cluster.step_kinds()
     assert cluster.batch.read_namespaced_job("build", cluster.ns).status.succeeded == 1
     # The first report shows what was read, and whose words granted it.
@@ -144,7 +147,7 @@ def test_the_cluster_instructions_bind_every_monitor(
 
     assert status["stop"]["reason"] == "outsideAuthority"
     dropped = "\n".join(status["authority"]["dropped"])
-    assert f"'resume-build': the cluster instructions forbid it: {CLUSTER_NEVER!r}" in dropped
+    assert f"resume Job build: the cluster instructions forbid it: {CLUSTER_NEVER!r}" in dropped
     assert status["instructions"] == {
         "cluster": CLUSTER_NEVER,
         "namespace": "",

@@ -1373,7 +1373,6 @@ GRAMMAR_GAPS: dict[str, str] = {
     "hands-off": "grammar: 'Hands off X' is not read",
     "no-restarts-noun": "grammar: 'No restarts of X' (a noun) is not read",
     "do-not-comma-under-any": "grammar: 'Do not, under any circumstances, ...' is not read",
-    "nobody-may": "grammar: 'Nobody may' is no negation",
     "delete-then-rerun": "grammar: ', then rerun Job etl' is not read",
     "use-repair-and-restart": "grammar: OVER: 'use the repair workflow' takes the rest of the "
     "clause ('and restart deployment web') as the repair's scope",

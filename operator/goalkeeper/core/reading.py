@@ -123,6 +123,9 @@ _PERMISSIONS = _phrases("""
     you can
     goalkeeper may
     the monitor may
+    a monitor may
+    monitors may
+    monitors here may
     it is ok to
     it is okay to
     it is fine to
@@ -143,6 +146,10 @@ _PERMISSIONS = _phrases("""
     please
 """)
 _NEGATIONS = _phrases("""
+    no monitor may
+    no monitors may
+    nobody may
+    no one may
     under no circumstances should you
     under no circumstances may you
     under no circumstances
