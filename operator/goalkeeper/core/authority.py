@@ -60,17 +60,6 @@ from goalkeeper.core.models import (
 # A quote must be at least this long and this many words: "Job" alone quotes nothing.
 QUOTE_MIN_CHARS, QUOTE_MIN_WORDS = 6, 2
 
-_CHARS = str.maketrans(
-    {
-        "\u2018": "'",
-        "\u2019": "'",
-        "\u201c": '"',
-        "\u201d": '"',
-        "\u2013": "-",
-        "\u2014": "-",
-        "\u00a0": " ",
-    }
-)
 _EDGES = " \t\"'`()[]{}<>.,;:!?"
 _WORD = re.compile(r"[a-z0-9][a-z0-9._/:-]*[a-z0-9]|[a-z0-9]")
 _STOPWORDS_TEXT = (
@@ -87,7 +76,7 @@ _KIND_WORDS = frozenset(k.casefold() for k in reading.PLURALS) | frozenset(readi
 
 def _flat(text: str) -> str:
     """Casefolded, typographic quotes and dashes made plain, whitespace collapsed."""
-    return " ".join(text.translate(_CHARS).casefold().split())
+    return " ".join(text.translate(reading.TYPOGRAPHY).casefold().split())
 
 
 def sentences(text: str) -> list[str]:

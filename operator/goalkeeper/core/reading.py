@@ -393,7 +393,8 @@ _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?$")
 _NAMESPACE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 NAME_MAX = 253
 
-_CHARS = str.maketrans(
+# Typographic quotes and dashes as plain ones, backticks around a name as spaces.
+TYPOGRAPHY = str.maketrans(
     {
         "\u2018": "'",
         "\u2019": "'",
@@ -494,7 +495,7 @@ def sentences(text: str) -> list[Sentence]:
 
 
 def tokens(text: str) -> list[str]:
-    flat = text.translate(_CHARS).casefold()
+    flat = text.translate(TYPOGRAPHY).casefold()
     for pattern, plain in _CONTRACTIONS:
         flat = pattern.sub(plain, flat)
     return _TOKEN.findall(flat)
