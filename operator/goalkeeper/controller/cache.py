@@ -404,6 +404,10 @@ class CachedApi:
     async def get_pod(self, namespace: str, name: str, fresh: bool = False) -> Body:
         return await self._read(POD, namespace, name, self.api.get_pod, fresh)
 
+    async def list_job_pods(self, namespace: str, job_uid: str) -> list[Body]:
+        # The cache keeps a pod's metadata only: how it ended comes from the API server.
+        return await self.api.list_job_pods(namespace, job_uid)
+
     async def get_event(self, namespace: str, name: str) -> Body:
         return await self.api.get_event(namespace, name)
 

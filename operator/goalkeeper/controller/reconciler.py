@@ -79,6 +79,7 @@ from goalkeeper.core.steps import (
     TERMINAL_PHASES,
     StepFacts,
     describe_errors,
+    job_failure,
     may_still_be_made,
     next_event,
 )
@@ -765,12 +766,16 @@ class Reconciler:
             return f"Job {name} was deleted before the step wrote a result."
         if not manifests.owned_by(job, step["metadata"]["uid"]):
             return f"Job {name} does not belong to the step."
-        for condition in (job.get("status") or {}).get("conditions") or []:
-            if condition.get("type") == "Failed" and condition.get("status") == "True":
-                reason = condition.get("reason") or "Failed"
-                detail = condition.get("message") or "the step's pod failed"
-                return f"Job {name} failed ({reason}): {detail}"
-        return None
+        if job_failure(name, job, []) is None:
+            return None
+        # How its pod ended says why: the step's own last words are its termination message.
+        uid = str(job["metadata"].get("uid") or "")
+        try:
+            pods = await self.api.list_job_pods(namespace, uid) if uid else []
+        except ApiError as exc:
+            log.info("%s: the pods of Job %s not read: %s", namespace, name, exc)
+            pods = []
+        return job_failure(name, job, pods)
 
     async def _provenance(self, namespace: str, step: Body) -> str | None:
         """Why the step's result was not written by the step's own pod; None when it was.

@@ -118,9 +118,9 @@ def decide(
         case StepFinished(seq, result):
             if turn.owns(seq, StepKind.act, StepKind.repair):
                 turn.finished(result)
-        case StepFailed(seq, message, permanent):
+        case StepFailed(seq, message, permanent, _, unwritten):
             if turn.owns(seq):
-                turn.failed(message, permanent)
+                turn.failed(message, permanent, unwritten=unwritten)
         case TimerDue():
             turn.timer_due()
         case TargetChanged(target, change):

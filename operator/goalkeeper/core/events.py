@@ -73,12 +73,16 @@ class StepFinished:
 @dataclass(frozen=True)
 class StepFailed:
     """A step ended without a result; `permanent` when retrying cannot help (an object of
-    someone else's under the step's name), which stops the run at once."""
+    someone else's under the step's name), which stops the run at once. `unwritten` when
+    the step never said how it ended (its Job failed or went, its MonitorStep vanished),
+    so what an act or repair step did is unknown; else the step itself reported a failure,
+    or never started."""
 
     seq: int
     message: str
     permanent: bool = False
     usage: StepUsage | None = None
+    unwritten: bool = False
 
 
 @dataclass(frozen=True)

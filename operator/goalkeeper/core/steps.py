@@ -7,7 +7,7 @@ resync after a lost event, leads to the same decision. A step's status is untrus
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -96,7 +96,9 @@ def next_event(
             return None
         if not step.found:
             return StepFailed(
-                in_flight.seq, f"MonitorStep {step.name} vanished before it wrote a result."
+                in_flight.seq,
+                f"MonitorStep {step.name} vanished before it wrote a result.",
+                unwritten=True,
             )
         if step.foreign is not None:
             return StepFailed(in_flight.seq, step.foreign, permanent=True)
@@ -110,7 +112,7 @@ def next_event(
                 check=in_flight.check,
             )
         if step.job_ended is not None:
-            return StepFailed(in_flight.seq, step.job_ended)
+            return StepFailed(in_flight.seq, step.job_ended, unwritten=True)
         return None
     if status.approval is not None:
         return TimerDue() if now >= status.approval.expiresAt else None
@@ -119,6 +121,42 @@ def next_event(
     if status.schedule is not None:
         return TimerDue() if now >= status.schedule.due_at else None
     return Started(None)
+
+
+# How much of a step pod's termination message the recorded reason keeps.
+POD_SAID_MAX = 600
+
+
+def job_failure(name: str, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why the step's Job `job` ended without a result: its Failed condition, and how its
+    last pod's container ended (reason, exit code, termination message). None while the
+    Job has not failed: its pod may still write the result."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Failed" and condition.get("status") == "True":
+            reason = condition.get("reason") or "Failed"
+            detail = condition.get("message") or "the step's pod failed"
+            return f"Job {name} failed ({reason}): {detail}; {pod_said(pods)}"
+    return None
+
+
+def pod_said(pods: Sequence[Mapping[str, Any]]) -> str:
+    """How the last of a step Job's pods ended, in its container's words."""
+    if not pods:
+        return "no pod of the Job is left to say how it ended"
+    pod = max(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
+    name = (pod.get("metadata") or {}).get("name") or "?"
+    status = pod.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        for state in (container.get("state") or {}, container.get("lastState") or {}):
+            ended = state.get("terminated")
+            if isinstance(ended, Mapping):
+                said = " ".join(str(ended.get("message") or "").split())
+                if len(said) > POD_SAID_MAX:
+                    said = said[: POD_SAID_MAX - 1] + "…"
+                how = f"pod {name} ended {ended.get('reason') or 'Error'} (exit code "
+                how += f"{ended.get('exitCode')})"
+                return f"{how}: {said}" if said else f"{how} with no termination message"
+    return f"pod {name} is {status.get('phase') or 'Unknown'} with no container ended"
 
 
 def may_still_be_made(step: StepInFlight, now: datetime) -> bool:
