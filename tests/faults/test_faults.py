@@ -16,7 +16,6 @@ import random
 import re
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +58,6 @@ API_FAULTS = Faults(
     cut_watch=0.3,
     watch_cut_after=(0.5, 10.0),
 )
-
-
-@pytest.fixture(scope="module")
-def plane() -> Iterator[RestartableControlPlane]:
-    cp = RestartableControlPlane(crds_dir=ROOT / "crds")
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
 
 
 def _prepare_namespace(plane: RestartableControlPlane, api: Any) -> None:
