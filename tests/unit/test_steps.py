@@ -135,11 +135,27 @@ def test_next_event_for_the_step_in_flight() -> None:
     foreign = next_event(status, 1, StepFacts("s", True, foreign="not ours"), _NOW)
     assert foreign == StepFailed(3, "not ours", permanent=True)
     ended = StepFacts("s", True, status={"phase": "Running"}, job_ended="Job s was deleted")
-    assert next_event(status, 1, ended, _NOW) == StepFailed(3, "Job s was deleted", unwritten=True)
-    assert gone.unwritten and not foreign.unwritten
+    assert next_event(status, 1, ended, _NOW) == StepFailed(
+        3, "Job s was deleted", effect_unknown=True
+    )
+    assert gone.effect_unknown and not foreign.effect_unknown
     forged = StepFacts("s", True, status={"phase": "Succeeded", "result": {}}, forged="no pod")
     rejected = next_event(status, 1, forged, _NOW)
     assert isinstance(rejected, ObservationRejected) and "no pod" in rejected.error
+
+
+def test_an_act_result_whose_pod_is_gone_leaves_the_outcome_unknown() -> None:
+    done = {"phase": "Succeeded", "result": {"outcome": "succeeded", "evidence": "resumed"}}
+    gone = StepFacts("s", True, status=done, forged="Job s is gone", unverifiable=True)
+    event = step_event(StepKind.act, 3, done, forged=gone.forged, unverifiable=True)
+    assert event == StepFailed(
+        3, "The step's result cannot be verified: Job s is gone", effect_unknown=True
+    )
+    forged = step_event(StepKind.act, 3, done, forged="pod p is not a pod of Job s")
+    assert isinstance(forged, StepFailed) and not forged.effect_unknown
+    assert "not written by its own pod" in forged.message
+    reading = step_event(StepKind.observe, 3, done, forged="Job s is gone", unverifiable=True)
+    assert isinstance(reading, ObservationRejected), "an observation is read again"
 
 
 def test_next_event_for_a_waiting_or_stopped_monitor() -> None:

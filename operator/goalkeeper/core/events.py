@@ -73,16 +73,17 @@ class StepFinished:
 @dataclass(frozen=True)
 class StepFailed:
     """A step ended without a result; `permanent` when retrying cannot help (an object of
-    someone else's under the step's name), which stops the run at once. `unwritten` when
-    the step never said how it ended (its Job failed or went, its MonitorStep vanished),
-    so what an act or repair step did is unknown; else the step itself reported a failure,
-    or never started."""
+    someone else's under the step's name), which stops the run at once. `effect_unknown`
+    when the step left no result that can be taken and so no word on what it did: its Job
+    failed or went, or its MonitorStep vanished, before it wrote one, or the pod its result
+    names is gone, so the result cannot be verified. What an act or repair step did is then
+    unknown. Otherwise the step reported a failure itself, or never started."""
 
     seq: int
     message: str
     permanent: bool = False
     usage: StepUsage | None = None
-    unwritten: bool = False
+    effect_unknown: bool = False
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,9 @@ class StepFacts:
     status: Mapping[str, Any] | None = None
     # Why a terminal result was not written by the step's own pod.
     forged: str | None = None
+    # Set with `forged` when the pod or Job the result names is gone (deleted after the
+    # step wrote it): the result cannot be verified, which says nothing of what it did.
+    unverifiable: bool = False
     # Why the step's Job ended (failed, deleted) without a result.
     job_ended: str | None = None
     # The Monitor's stop rule, which an observation's facts are held against.
@@ -98,7 +101,7 @@ def next_event(
             return StepFailed(
                 in_flight.seq,
                 f"MonitorStep {step.name} vanished before it wrote a result.",
-                unwritten=True,
+                effect_unknown=True,
             )
         if step.foreign is not None:
             return StepFailed(in_flight.seq, step.foreign, permanent=True)
@@ -108,11 +111,12 @@ def next_event(
                 in_flight.seq,
                 step.status,
                 forged=step.forged,
+                unverifiable=step.unverifiable,
                 stop_when=step.stop_when,
                 check=in_flight.check,
             )
         if step.job_ended is not None:
-            return StepFailed(in_flight.seq, step.job_ended, unwritten=True)
+            return StepFailed(in_flight.seq, step.job_ended, effect_unknown=True)
         return None
     if status.approval is not None:
         return TimerDue() if now >= status.approval.expiresAt else None
@@ -193,6 +197,7 @@ def step_event(
     raw_status: Mapping[str, Any] | None,
     *,
     forged: str | None = None,
+    unverifiable: bool = False,
     stop_when: str = "",
     check: int = 0,
 ) -> Event | None:
@@ -201,6 +206,7 @@ def step_event(
     `forged` says why the status was not written by the step's own pod (the caller checks
     provenance); such a result is never accepted: an observation is rejected, an act or
     repair step counts as failed, so the next observation verifies what really happened.
+    When its pod or Job is gone (`unverifiable`) the act's outcome is unknown instead.
     """
     try:
         status = MonitorStepStatus.model_validate(raw_status or {})
@@ -210,8 +216,11 @@ def step_event(
     # The step's own account of its model usage; a forged status's is not counted.
     usage = status.usage
     if forged is not None and status.phase in (StepPhase.Succeeded, StepPhase.Failed):
-        message = f"The step's result was not written by its own pod: {forged}"
-        return _rejected(kind, seq, message)
+        if unverifiable:
+            message = f"The step's result cannot be verified: {forged}"
+        else:
+            message = f"The step's result was not written by its own pod: {forged}"
+        return _rejected(kind, seq, message, effect_unknown=unverifiable)
     if status.phase is StepPhase.Failed:
         message = status.error or "The step failed without saying why."
         if status.errorKind is StepErrorKind.invalidOutput and kind in _READS:
@@ -250,10 +259,18 @@ def step_event(
 _READS = frozenset({StepKind.extract, StepKind.observe})
 
 
-def _rejected(kind: StepKind, seq: int, message: str, usage: StepUsage | None = None) -> Event:
-    """A result that cannot be taken: a reading is rejected, an action counts as failed."""
+def _rejected(
+    kind: StepKind,
+    seq: int,
+    message: str,
+    usage: StepUsage | None = None,
+    *,
+    effect_unknown: bool = False,
+) -> Event:
+    """A result that cannot be taken: a reading is rejected, an action counts as failed
+    (its outcome unknown when the result says nothing either way)."""
     if kind is StepKind.extract:
         return ExtractionRejected(seq, message, usage=usage)
     if kind is StepKind.observe:
         return ObservationRejected(seq, message, usage=usage)
-    return StepFailed(seq, message, usage=usage)
+    return StepFailed(seq, message, usage=usage, effect_unknown=effect_unknown)

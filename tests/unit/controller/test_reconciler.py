@@ -315,6 +315,24 @@ async def test_an_act_job_that_failed_without_a_result_leaves_an_unknown_outcome
     assert "ended without a result" in told["message"] and said in told["message"]
 
 
+async def test_an_act_result_whose_job_went_before_it_was_taken_is_an_unknown_outcome(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await started(api, reconciler)
+    finish(api, observation_dict("act", work="idle", action=action()))
+    await reconciler.reconcile(NS, "build")
+    act_step = step_in_flight(api)
+    name = act_step["metadata"]["name"]
+    finish(api, {"outcome": "succeeded", "evidence": "resumed", "changed": ["jobs/build"]})
+    # The Job was deleted by hand after its pod wrote the result: the pod went with it.
+    api.delete("Job", NS, name)
+    api.delete("Pod", NS, f"{name}-x7k2p")
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["lastAction"]["outcome"] == "unknown" and st["step"]["kind"] == "observe"
+    assert "cannot be verified" in st["lastAction"]["evidence"]
+
+
 async def test_a_recorded_act_step_that_could_not_be_created_is_never_started_later(
     api: FakeApi, reconciler: Reconciler
 ) -> None:

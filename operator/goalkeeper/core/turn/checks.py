@@ -286,20 +286,21 @@ class Turn(Asking):
                 )
         self.launch_observe()
 
-    def failed(self, message: str, permanent: bool, *, unwritten: bool = False) -> None:
+    def failed(self, message: str, permanent: bool, *, effect_unknown: bool = False) -> None:
         """A step ended without a result. A reading step is retried after a growing delay;
         the run ends only when steps have failed for the whole failure window. An act or
-        repair step that never said how it ended (`unwritten`) has an unknown outcome, not
-        a failed one: its action may have taken effect, and the next observation decides."""
+        repair step that left no result to take (`effect_unknown`) has an unknown outcome,
+        not a failed one: its action may have taken effect, and the next observation
+        decides."""
         st = self.status
         step = st.step
         assert step is not None
         st.step = None
         acted = step.kind in (StepKind.act, StepKind.repair)
-        unknown = unwritten and acted
+        unknown = effect_unknown and acted
         told = (
-            f"The {step.kind} step {step.seq} ended without a result, so whether its action "
-            f"took effect is unknown; the next observation decides: {message}"
+            f"The {step.kind} step {step.seq} ended without a result to take, so whether its "
+            f"action took effect is unknown; the next observation decides: {message}"
             if unknown
             else f"The {step.kind} step {step.seq} failed: {message}"
         )
@@ -335,8 +336,8 @@ class Turn(Asking):
             self.close_action(
                 step,
                 ActionOutcome.unknown,
-                f"The step ended without a result ({message}); whether the action took "
-                "effect is unknown, and the next observation decides.",
+                "Whether the action took effect is unknown; the next observation decides. "
+                f"The step ended without a result to take: {message}",
                 None,
             )
         else:
