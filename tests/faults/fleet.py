@@ -246,7 +246,7 @@ class Verdict:
 
     checks: int = 0
     extra: int = 0
-    unknown: int = 0  # acts and repairs recorded with an unknown outcome
+    unknown: list[str] = field(default_factory=list)  # steps recorded with outcome unknown
     stuck: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
@@ -455,7 +455,7 @@ def judge(
             wrong = outcome_mismatch(name, step, outcome, model, ran_repairs)
             if wrong is not None:
                 verdict.mismatched.append(wrong)
-        verdict.unknown += sum(1 for _, outcome in outcomes if outcome == "unknown")
+        verdict.unknown += [s["metadata"]["name"] for s, told in outcomes if told == "unknown"]
         extra = max(checks - CHECKS, 0)
         verdict.extra += extra
         causes = [s["metadata"]["name"] for s, outcome in outcomes if outcome != "succeeded"]

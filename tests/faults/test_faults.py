@@ -208,7 +208,7 @@ def test_fleet_survives_faults(
         f"duplicates={len(verdict.duplicates)} lost={len(verdict.lost)} "
         f"stuck={len(verdict.stuck)} mismatched={len(verdict.mismatched)} "
         f"unexplained={len(verdict.unexplained)} extra_checks={verdict.extra} "
-        f"unknown_outcomes={verdict.unknown}"
+        f"unknown_outcomes={len(verdict.unknown)}"
     )
     detail = (
         f"seed={seed} seconds={time.monotonic() - begin:.0f} "
@@ -216,6 +216,7 @@ def test_fleet_survives_faults(
         + " "
         + " ".join(f"{k}={v}" for k, v in sorted(chaos.done.items()))
         + f" operator_self_exits={len(chaos.self_exits)} orphans={len(verdict.orphans)}"
+        + f" unknown={','.join(verdict.unknown) or '-'}"
     )
     with capsys.disabled():
         print(figures)
