@@ -6,7 +6,8 @@ recorded in the MonitorStep status; 2 the step could not even report (no identit
 Kubernetes access, or the status could not be written).
 
 An API server that restarts, sheds load (429, 5xx) or drops connections does not lose a
-result: the MonitorStep is read and its final status written again after a growing pause,
+result, nor does one that refuses with RBAC's 403 for a moment after it started (20 s at
+most): the MonitorStep is read and its final status written again after a growing pause,
 until the step's own deadline (its Job's `activeDeadlineSeconds`, from
 `GOALKEEPER_STEP_DEADLINE_SECONDS`, less a margin for the pod's start and its exit). Only
 then does the step exit 2, its termination message saying what it did and why its result

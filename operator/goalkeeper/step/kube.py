@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -345,6 +346,11 @@ NOT_READY = "not yet ready to handle request"
 FINAL_REFUSAL = "result is final"
 PAUSE_FIRST = 0.25
 PAUSE_MAX = 2.0
+# An API server that has just started serves requests before its authorizer has loaded
+# the roles and bindings, and refuses them with RBAC's own 403 for a moment: such a refusal
+# is tried again for this long, then stands (a role really missing fails that much later).
+RBAC_DENIED = re.compile(r'is forbidden: User ".*" cannot \S+ resource')
+RBAC_WARMUP = 20.0
 
 T = TypeVar("T")
 
@@ -361,6 +367,11 @@ def retry_pause(attempt: int) -> float:
     return float(min(PAUSE_FIRST * 2.0**attempt, PAUSE_MAX))
 
 
+def rbac_denied(error: KubeError) -> bool:
+    """Whether a 403 is RBAC's refusal (not an admission policy's)."""
+    return error.status == 403 and RBAC_DENIED.search(str(error)) is not None
+
+
 def retrying(
     call: Callable[[], T],
     *,
@@ -368,16 +379,24 @@ def retrying(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     on_retry: Callable[[int, KubeError, float], None] | None = None,
+    warmup: float = RBAC_WARMUP,
 ) -> T:
-    """`call()`, made again after a growing pause while it fails transiently and the next
-    try still starts before `deadline` (a `clock` value); the last error otherwise."""
+    """`call()`, made again after a growing pause while it fails transiently (or RBAC has
+    refused it for less than `warmup` seconds) and the next try still starts before
+    `deadline` (a `clock` value); the last error otherwise."""
     attempt = 0
+    denied_since: float | None = None
     while True:
         try:
             return call()
         except KubeError as exc:
             pause = retry_pause(attempt)
-            if not transient(exc) or clock() + pause > deadline:
+            now = clock()
+            again = transient(exc)
+            if not again and rbac_denied(exc):
+                denied_since = now if denied_since is None else denied_since
+                again = now - denied_since < warmup
+            if not again or now + pause > deadline:
                 raise
             attempt += 1
             if on_retry is not None:
@@ -402,6 +421,7 @@ def write_step_status(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     on_retry: Callable[[int, KubeError, float], None] | None = None,
+    warmup: float = RBAC_WARMUP,
 ) -> None:
     """Write the step's final status, through transient failures until `deadline`.
 
@@ -414,7 +434,9 @@ def write_step_status(
         patch_step_status(backend, namespace, name, status)
 
     def again(call: Callable[[], T]) -> T:
-        return retrying(call, deadline=deadline, clock=clock, sleep=sleep, on_retry=on_retry)
+        return retrying(
+            call, deadline=deadline, clock=clock, sleep=sleep, on_retry=on_retry, warmup=warmup
+        )
 
     try:
         again(attempt)

@@ -23,6 +23,7 @@ from goalkeeper.step.kube import (
     FINAL_REFUSAL,
     KubeBackend,
     KubeError,
+    rbac_denied,
     retry_pause,
     transient,
     write_step_status,
@@ -50,8 +51,9 @@ class FakeApiServer:
     """Answers each request with the next scripted answer: `"reset"` closes the connection
     without a word, `"apply-reset"` takes a status patch in and then closes the connection
     (the answer is lost), `"final"` refuses a patch once the status is final, as the
-    step-results admission policy does, an int answers that status, and `"ok"` (also what
-    an empty script answers) applies a patch or reads the MonitorStep."""
+    step-results admission policy does, `("rbac", 403)` refuses as RBAC does before an API
+    server that has just started has loaded its roles, an int answers that status, and
+    `"ok"` (also what an empty script answers) applies a patch or reads the MonitorStep."""
 
     script: deque[Any] = field(default_factory=deque)
     status: dict[str, Any] = field(default_factory=dict)
@@ -89,6 +91,8 @@ class FakeApiServer:
             return
         if step == "final":
             code, doc = 403, {"kind": "Status", "reason": "Forbidden", "message": REFUSED}
+        elif isinstance(step, tuple):
+            code, doc = 403, {"kind": "Status", "reason": "Forbidden", "message": RBAC_REFUSAL}
         elif isinstance(step, int):
             code, doc = step, {"kind": "Status", "reason": "Busy", "message": f"answer {step}"}
         else:
@@ -175,6 +179,31 @@ def test_the_write_gives_up_at_the_deadline(fake: Any) -> None:
     assert 2 <= len(server.patches()) < 10
 
 
+RBAC_REFUSAL = (
+    'monitorsteps.goalkeeper.dev "m-act-3" is forbidden: User '
+    '"system:serviceaccount:team:goalkeeper-actor" cannot patch resource "monitorsteps/status" '
+    'in API group "goalkeeper.dev" in the namespace "team"'
+)
+
+
+def test_rbac_that_refuses_just_after_a_restart_is_given_a_moment(fake: Any) -> None:
+    """A kube-apiserver that has just started refuses with RBAC's 403 until its roles are
+    loaded: the write lands once they are."""
+    server, backend = fake
+    server.script.extend(["reset", ("rbac", 403), ("rbac", 403)])
+    write(backend, FINAL)
+    assert server.status["phase"] == "Succeeded" and len(server.patches()) == 4
+
+
+def test_rbac_that_keeps_refusing_stands_after_the_warmup(fake: Any) -> None:
+    server, backend = fake
+    server.script.extend([("rbac", 403)] * 50)
+    begin = time.monotonic()
+    with pytest.raises(KubeError) as refused:
+        write_step_status(backend, NS, NAME, FINAL, deadline=begin + 30, warmup=0.5)
+    assert refused.value.status == 403 and time.monotonic() - begin < 5
+
+
 def test_a_refusal_is_not_tried_again(fake: Any) -> None:
     server, backend = fake
     server.script.append(404)
@@ -190,6 +219,9 @@ def test_which_failures_are_worth_another_try() -> None:
     assert transient(KubeError(403, "HTTP 403: Forbidden not yet ready to handle request"))
     assert not transient(KubeError(403, f"HTTP 403: Forbidden {REFUSED}"))
     assert not transient(KubeError(404, "HTTP 404: NotFound"))
+    assert not transient(KubeError(403, f"HTTP 403: Forbidden {RBAC_REFUSAL}"))
+    assert rbac_denied(KubeError(403, f"HTTP 403: Forbidden {RBAC_REFUSAL}"))
+    assert not rbac_denied(KubeError(403, f"HTTP 403: Forbidden {REFUSED}"))
     assert not transient(KubeError(422, "HTTP 422: Invalid"))
 
 
