@@ -31,6 +31,8 @@ from tests.support.model_server import Final, Reply, ToolCalls, call
 from tests.support.observations import action, contract, extraction, observation_dict
 
 CHECKS = 4  # accepted checks each monitor makes before it stops goalComplete
+# The StepFailed event of an act or repair step: its kind and seq.
+UNMADE = re.compile(r"^The (act|repair) step (\d+) ")
 EVERY_MINUTES = 1
 MONITOR = re.compile(r"Monitor (fleet-[a-z0-9-]+) of the fault suite")
 OBSERVE_CHECK = re.compile(r"^Check (\d+) of at most", re.M)
@@ -241,8 +243,8 @@ class Verdict:
     What matters: every monitor ends (goalComplete); no accepted check is lost or doubled;
     every act's recorded outcome agrees with what the cluster showed (`mismatched`); and a
     check beyond the script's CHECKS has a cause, an act or repair whose outcome was not
-    succeeded (`unexplained`). Such an extra check is the engine verifying by observing,
-    not a monitor stuck; `extra` counts them."""
+    succeeded, or that was recorded but never made (`unexplained`). Such an extra check is
+    the engine verifying by observing, not a monitor stuck; `extra` counts them."""
 
     checks: int = 0
     extra: int = 0
@@ -459,6 +461,15 @@ def judge(
         extra = max(checks - CHECKS, 0)
         verdict.extra += extra
         causes = [s["metadata"]["name"] for s, outcome in outcomes if outcome != "succeeded"]
+        # An act or repair step recorded but never made (its create failed, and a recorded
+        # mutation is never started later) leaves no MonitorStep: its event tells of it.
+        made = {int(s["spec"]["seq"]) for s in mine}
+        for told in failures.values():
+            unmade = UNMADE.match(told)
+            if unmade is not None and int(unmade.group(2)) not in made:
+                causes.append(f"{unmade.group(1)} step {unmade.group(2)} (never made)")
+                if "ended without a result" in told:
+                    verdict.unknown.append(f"{name}-{unmade.group(2)}-{unmade.group(1)}")
         if extra > len(causes):
             verdict.unexplained.append(
                 f"{name}: {checks} checks, {extra} beyond the script's {CHECKS}, but only "
