@@ -1,5 +1,5 @@
 # goalkeeper: `make dev` runs everything locally, `make test` runs every test.
-.PHONY: install k8s helm image crds lint test test-unit bench trials dev clean
+.PHONY: install k8s helm image crds lint test test-unit bench faults trials dev clean
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -48,6 +48,13 @@ test-unit: install
 # BENCH_FLAGS=--quick for small sizes, --large for 10,000 and 50,000 idle monitors.
 bench: install k8s
 	$(BIN)/python -m bench $(BENCH_FLAGS)
+
+# The fault suite over SEEDS random seeds (FAULT_SEEDS="N M": those seeds first), one run
+# after another, one line per seed (bench/faults.py). `make test` runs it with one seed.
+SEEDS ?= 20
+FAULT_SEEDS ?=
+faults: install k8s
+	$(BIN)/python -m bench.faults --seeds $(SEEDS) $(foreach s,$(FAULT_SEEDS),--seed $(s))
 
 # Goal trials: does a Monitor finish the goals people hand it, with the configured model
 # (the embedded local one when GOALKEEPER_MODEL is unset)? TRIALS_FLAGS: scenario names,

@@ -4,6 +4,7 @@ and the clear stops for missing dependencies."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from typing import Any
 
@@ -14,10 +15,13 @@ from tests.e2e.harness import (
     Facts,
     OperatorProcess,
     Scenario,
+    _is_observe,
+    is_reading,
     observation,
+    report_text,
     wait_until,
 )
-from tests.support.model_server import ModelServer
+from tests.support.model_server import Final, ModelServer, Reply
 from tests.support.observations import action
 
 pytestmark = pytest.mark.cluster
@@ -375,3 +379,62 @@ def test_a_refused_call_shows_as_a_condition_until_it_goes_through(
     status = wait_until(cluster.stopped, 120, "the monitor to run once Jobs go through")
     assert status["stop"]["reason"] == "goalComplete"
     assert not [c for c in status["conditions"] if c["type"] == "Degraded"]
+
+
+def test_an_act_step_that_ends_without_a_result_leaves_its_outcome_to_the_next_check(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess, pod_runner: Any
+) -> None:
+    cluster.target(done=0)  # suspended: the first check resumes it
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        if facts.suspended:
+            resume = action(action="Resume Job build (set spec.suspend=false).")
+            return observation("act", "incomplete", "idle", facts, "Resuming.", action=resume)
+        if facts.succeeded:
+            return complete(facts, n)
+        return observation("wait", "incomplete", "running", facts, "Job build is running.")
+
+    scenario = Scenario(cluster.ns, observe)
+    acted, killed = threading.Event(), threading.Event()
+
+    def reply(body: dict[str, Any]) -> Reply:
+        answer = scenario(body)
+        if isinstance(answer, Final) and not is_reading(body) and not _is_observe(body):
+            # The act has resumed the Job; its step dies before it can write a result.
+            acted.set()
+            killed.wait(120)
+        return answer
+
+    model.default = reply
+    cluster.create_monitor(everyMinutes=1)
+    try:
+        wait_until(acted.is_set, 120, "the act step's answer", operator.logs)
+        [act] = [s for s in cluster.steps() if s["spec"]["kind"] == "act"]
+        name = act["metadata"]["name"]
+        pods = cluster.core.list_namespaced_pod(
+            cluster.ns, label_selector=f"goalkeeper.dev/step={name}"
+        ).items
+        record = pod_runner.record(cluster.ns, pods[0].metadata.name)
+        assert record is not None and record.pid is not None
+        os.killpg(record.pid, signal.SIGKILL)
+    finally:
+        killed.set()
+    status = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)
+    # The next check finds the Job resumed: it waits while it runs, and stops once done.
+    assert status["stop"]["reason"] == "goalComplete" and status["checks"] >= 2
+    assert cluster.step_phase(name) == "Running", "the step wrote no result"
+    assert scenario.acts == 1
+    last = status["lastAction"]
+    assert last["outcome"] == "unknown", last
+    assert f"Job {name} failed (BackoffLimitExceeded)" in last["evidence"]
+    assert "ended Error (exit code 137)" in last["evidence"]
+    assert "the next observation decides" in last["evidence"]
+    [told] = cluster.events("StepFailed")
+    assert "ended without a result" in told.message and "is unknown" in told.message
+    [second] = [e for e in cluster.events("Report") if e.metadata.name.endswith(".check-2")]
+    said = report_text(second)
+    assert (
+        "Last action outcome: unknown: Whether the action took effect is unknown; the next "
+        f"observation decides. The step ended without a result to take: Job {name} failed"
+    ) in said
+    assert "Last action outcome: failed" not in said

@@ -29,19 +29,28 @@ class RestartableControlPlane(ControlPlane):
         """Stop one component (SIGKILL when `hard`, else SIGTERM), wait `down` seconds, start
         it again with the same argv, and wait until the API server answers /readyz again.
         Returns how long the API was not ready."""
-        assert self.dir is not None
         begin = time.monotonic()
+        self.halt(name, hard=hard)
+        time.sleep(down)
+        self.resume(name)
+        took = time.monotonic() - begin
+        self.restarts.append((name, took))
+        return took
+
+    def halt(self, name: str, *, hard: bool = True) -> None:
+        """Stop one component (SIGKILL when `hard`, else SIGTERM) until `resume(name)`."""
         proc = self.processes[name]
         if hard:
             procs.kill_group(proc, signal.SIGKILL)
         procs.terminate(proc, grace=10.0)
-        time.sleep(down)
+
+    def resume(self, name: str) -> None:
+        """Start a halted component again with the same argv, and wait until the API server
+        answers /readyz again."""
+        assert self.dir is not None
         # Appends to the component's log, so the whole history stays in one file.
         self.processes[name] = procs.spawn(self.argv[name], log=self.logs[name], cwd=self.dir)
         self.wait_api_ready(timeout=self.ready_timeout)
-        took = time.monotonic() - begin
-        self.restarts.append((name, took))
-        return took
 
     def wait_api_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -31,6 +31,8 @@ from tests.support.model_server import Final, Reply, ToolCalls, call
 from tests.support.observations import action, contract, extraction, observation_dict
 
 CHECKS = 4  # accepted checks each monitor makes before it stops goalComplete
+# The StepFailed event of an act or repair step: its kind and seq.
+UNMADE = re.compile(r"^The (act|repair) step (\d+) ")
 EVERY_MINUTES = 1
 MONITOR = re.compile(r"Monitor (fleet-[a-z0-9-]+) of the fault suite")
 OBSERVE_CHECK = re.compile(r"^Check (\d+) of at most", re.M)
@@ -130,6 +132,8 @@ class FleetModel:
     namespace: str
     acts: Counter[tuple[str, int]] = field(default_factory=Counter)
     observes: Counter[tuple[str, int]] = field(default_factory=Counter)
+    # Whether the Job was suspended when a monitor's check read it (the latest read).
+    suspended: dict[tuple[str, int], bool] = field(default_factory=dict)
     unknown: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -149,9 +153,10 @@ class FleetModel:
         if observe:
             if not results:
                 return ToolCalls([call("k8s_get", kind="Job", name=name, namespace=self.namespace)])
+            suspended = re.search(r"^\s+suspend: true", "\n".join(results), re.M) is not None
             with self.lock:
                 self.observes[name, n] += 1
-            suspended = re.search(r"^\s+suspend: true", "\n".join(results), re.M) is not None
+                self.suspended[name, n] = suspended
             return Final(self.observation(name, n, suspended=suspended))
         if not results:
             with self.lock:
@@ -233,17 +238,34 @@ def repairs(log: Path) -> Counter[tuple[str, int]]:
 
 @dataclass
 class Verdict:
-    """What the cluster shows after the run; each list holds one line per violation."""
+    """What the cluster shows after the run; each list holds one line per violation.
+
+    What matters: every monitor ends (goalComplete); no accepted check is lost or doubled;
+    every act's recorded outcome agrees with what the cluster showed (`mismatched`); and a
+    check beyond the script's CHECKS has a cause, an act or repair whose outcome was not
+    succeeded, or that was recorded but never made (`unexplained`). Such an extra check is
+    the engine verifying by observing, not a monitor stuck; `extra` counts them."""
 
     checks: int = 0
+    extra: int = 0
+    unknown: list[str] = field(default_factory=list)  # steps recorded with outcome unknown
     stuck: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    mismatched: list[str] = field(default_factory=list)
+    unexplained: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
-        return bool(self.stuck or self.lost or self.duplicates or self.orphans)
+        return bool(
+            self.stuck
+            or self.lost
+            or self.duplicates
+            or self.orphans
+            or self.mismatched
+            or self.unexplained
+        )
 
     def lines(self) -> list[str]:
         return [
@@ -251,15 +273,74 @@ class Verdict:
             *(f"lost: {x}" for x in self.lost),
             *(f"duplicate: {x}" for x in self.duplicates),
             *(f"orphan: {x}" for x in self.orphans),
+            *(f"mismatched: {x}" for x in self.mismatched),
+            *(f"unexplained: {x}" for x in self.unexplained),
         ]
+
+    def failing_monitors(self) -> list[str]:
+        listed = self.stuck + self.lost + self.duplicates + self.mismatched + self.unexplained
+        return sorted({line.split(":", 1)[0] for line in listed})
 
 
 def at_end(status: dict[str, Any]) -> bool:
+    """The monitor has ended as it should: stopped with its goal complete, after at least
+    the script's checks (more when a fault made an act's outcome unknown or failed)."""
     return (
         status.get("monitor") == "stopped"
         and (status.get("stop") or {}).get("reason") == "goalComplete"
-        and status.get("checks") == CHECKS
+        and int(status.get("checks") or 0) >= CHECKS
     )
+
+
+def recorded_outcomes(
+    steps: list[dict[str, Any]], failures: dict[str, str]
+) -> list[tuple[dict[str, Any], str]]:
+    """Each act and repair step of one monitor with the outcome the monitor recorded for
+    it: its StepFailed event's (`unknown` when it ended without a result, else `failed`),
+    else its own result's; steps not ended yet are left out."""
+    found = []
+    for step in steps:
+        if step["spec"]["kind"] not in ("act", "repair"):
+            continue
+        status = step.get("status") or {}
+        told = failures.get(f"step-{step['spec']['seq']}-failed")
+        if told is not None:
+            found.append((step, "unknown" if "ended without a result" in told else "failed"))
+        elif status.get("phase") == "Succeeded":
+            found.append((step, str((status.get("result") or {}).get("outcome"))))
+    return found
+
+
+def outcome_mismatch(
+    name: str,
+    step: dict[str, Any],
+    outcome: str,
+    model: FleetModel,
+    repairs_run: Counter[tuple[str, int]],
+) -> str | None:
+    """Why the recorded `outcome` of `step` disagrees with what the cluster showed, or None.
+
+    An act resumes the Job: the checks before and after it show whether it did (only an act
+    resumes it, and nothing suspends it again). A repair runs the workflow, which logs it.
+    An unknown outcome claims nothing."""
+    check = int(step["spec"]["check"])
+    label = f"{name}: {step['spec']['kind']} step {step['metadata']['name']} (check {check})"
+    if outcome == "unknown":
+        return None
+    if step["spec"]["kind"] == "repair":
+        ran = repairs_run[name, check] > 0
+        if (outcome == "succeeded") != ran:
+            return f"{label} recorded {outcome}, but the workflow ran {repairs_run[name, check]}x"
+        return None
+    before = model.suspended.get((name, check))
+    after = model.suspended.get((name, check + 1))
+    if after is None:
+        return None  # no later check read the Job
+    if outcome == "succeeded" and after:
+        return f"{label} recorded succeeded, but check {check + 1} read the Job suspended"
+    if outcome != "succeeded" and before and not after:
+        return f"{label} recorded {outcome}, but it resumed the Job (check {check + 1})"
+    return None
 
 
 def progress(status: dict[str, Any]) -> tuple[Any, ...]:
@@ -366,6 +447,34 @@ def judge(
                 verdict.duplicates.append(f"{name}: the repair ran {count} times for check {check}")
 
         mine = [s for s in steps if (s.get("spec") or {}).get("monitor") == name]
+        failures = {
+            event.metadata.name.rsplit(".", 1)[-1]: event.message or ""
+            for event in events
+            if event.involved_object.uid == uid and event.reason == "StepFailed"
+        }
+        outcomes = recorded_outcomes(mine, failures)
+        for step, outcome in outcomes:
+            wrong = outcome_mismatch(name, step, outcome, model, ran_repairs)
+            if wrong is not None:
+                verdict.mismatched.append(wrong)
+        verdict.unknown += [s["metadata"]["name"] for s, told in outcomes if told == "unknown"]
+        extra = max(checks - CHECKS, 0)
+        verdict.extra += extra
+        causes = [s["metadata"]["name"] for s, outcome in outcomes if outcome != "succeeded"]
+        # An act or repair step recorded but never made (its create failed, and a recorded
+        # mutation is never started later) leaves no MonitorStep: its event tells of it.
+        made = {int(s["spec"]["seq"]) for s in mine}
+        for told in failures.values():
+            unmade = UNMADE.match(told)
+            if unmade is not None and int(unmade.group(2)) not in made:
+                causes.append(f"{unmade.group(1)} step {unmade.group(2)} (never made)")
+                if "ended without a result" in told:
+                    verdict.unknown.append(f"{name}-{unmade.group(2)}-{unmade.group(1)}")
+        if extra > len(causes):
+            verdict.unexplained.append(
+                f"{name}: {checks} checks, {extra} beyond the script's {CHECKS}, but only "
+                f"{len(causes)} act or repair outcomes not succeeded ({causes})"
+            )
         step_seq = int(status.get("stepSeq") or 0)
         seqs = Counter(int(s["spec"]["seq"]) for s in mine)
         for seq, count in sorted(seqs.items()):

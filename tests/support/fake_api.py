@@ -12,6 +12,7 @@ from itertools import count
 from typing import Any
 
 from goalkeeper.controller.api import (
+    JOB_UID_LABEL,
     AlreadyExists,
     ApiError,
     Conflict,
@@ -184,6 +185,16 @@ class FakeApi:
     async def get_pod(self, namespace: str, name: str, fresh: bool = False) -> Body:
         self._enter("get_pod", name)
         return self._read("Pod", namespace, name)
+
+    async def list_job_pods(self, namespace: str, job_uid: str) -> list[Body]:
+        self._enter("list_job_pods", job_uid)
+        return [
+            copy.deepcopy(body)
+            for (kind, ns, _), body in sorted(self.objects.items())
+            if kind == "Pod"
+            and ns == namespace
+            and (body["metadata"].get("labels") or {}).get(JOB_UID_LABEL) == job_uid
+        ]
 
     async def get_event(self, namespace: str, name: str) -> Body:
         self._enter("get_event", name)

@@ -909,6 +909,42 @@ def test_act_step_that_fails_to_run_counts_as_failed_and_is_verified() -> None:
     assert loop.status.lastAction is not None and loop.status.lastAction.outcome == "failed"
 
 
+def test_act_step_that_ended_without_a_result_has_an_unknown_outcome() -> None:
+    loop = Loop()
+    loop.start()
+    loop.observe(observation("act"))
+    why = (
+        "Job m-3-act failed (BackoffLimitExceeded): Job has reached the specified backoff "
+        "limit; pod m-3-act-abcde: act Succeeded: outcome=succeeded | the result was not "
+        "written: HTTP 503"
+    )
+    effects = loop.send(StepFailed(loop.seq, why, effect_unknown=True))
+    assert launched(effects).kind is StepKind.observe, "the next observation decides"
+    last = loop.status.lastAction
+    assert last is not None and last.outcome == "unknown"
+    assert "BackoffLimitExceeded" in last.evidence and "the result was not written" in last.evidence
+    assert "the next observation decides" in last.evidence
+    [told] = [n for n in notices(effects) if n.reason == "StepFailed"]
+    assert "ended without a result" in told.message and "unknown" in told.message
+    assert "failed:" not in told.message.split("decides")[0]
+    # The report of the check that follows says so, and never that the act failed.
+    report = next(e for e in loop.observe(observation("wait")) if isinstance(e, EmitReport))
+    assert (
+        "Last action outcome: unknown: Whether the action took effect is unknown; the next "
+        "observation decides. The step ended without a result to take: Job m-3-act failed"
+    ) in report.text
+    assert "Last action outcome: failed" not in report.text
+    assert loop.status.lastAction is not None and loop.status.lastAction.outcome == "unknown"
+
+
+def test_a_reading_step_that_ended_without_a_result_is_retried_as_before() -> None:
+    loop = Loop()
+    loop.start()
+    effects = loop.send(StepFailed(loop.seq, "Job m-2-observe failed", effect_unknown=True))
+    assert kinds(effects)[-1] == "PublishSchedule" and loop.status.lastAction is None
+    assert loop.status.stepFailureStreak == 1
+
+
 def test_conditions_follow_the_loop() -> None:
     loop = Loop()
     loop.start()

@@ -4,6 +4,7 @@ monitor's current state says which event is due."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from tests.support.observations import observation_dict
@@ -17,7 +18,7 @@ from goalkeeper.core.engine import (
     TimerDue,
 )
 from goalkeeper.core.models import MonitorState, MonitorStatus, Schedule, StepInFlight, StepKind
-from goalkeeper.core.steps import StepFacts, next_event, step_event
+from goalkeeper.core.steps import StepFacts, job_failure, next_event, pod_said, step_event
 
 
 def test_running_step_stands_for_nothing_yet() -> None:
@@ -134,10 +135,27 @@ def test_next_event_for_the_step_in_flight() -> None:
     foreign = next_event(status, 1, StepFacts("s", True, foreign="not ours"), _NOW)
     assert foreign == StepFailed(3, "not ours", permanent=True)
     ended = StepFacts("s", True, status={"phase": "Running"}, job_ended="Job s was deleted")
-    assert next_event(status, 1, ended, _NOW) == StepFailed(3, "Job s was deleted")
+    assert next_event(status, 1, ended, _NOW) == StepFailed(
+        3, "Job s was deleted", effect_unknown=True
+    )
+    assert gone.effect_unknown and not foreign.effect_unknown
     forged = StepFacts("s", True, status={"phase": "Succeeded", "result": {}}, forged="no pod")
     rejected = next_event(status, 1, forged, _NOW)
     assert isinstance(rejected, ObservationRejected) and "no pod" in rejected.error
+
+
+def test_an_act_result_whose_pod_is_gone_leaves_the_outcome_unknown() -> None:
+    done = {"phase": "Succeeded", "result": {"outcome": "succeeded", "evidence": "resumed"}}
+    gone = StepFacts("s", True, status=done, forged="Job s is gone", unverifiable=True)
+    event = step_event(StepKind.act, 3, done, forged=gone.forged, unverifiable=True)
+    assert event == StepFailed(
+        3, "The step's result cannot be verified: Job s is gone", effect_unknown=True
+    )
+    forged = step_event(StepKind.act, 3, done, forged="pod p is not a pod of Job s")
+    assert isinstance(forged, StepFailed) and not forged.effect_unknown
+    assert "not written by its own pod" in forged.message
+    reading = step_event(StepKind.observe, 3, done, forged="Job s is gone", unverifiable=True)
+    assert isinstance(reading, ObservationRejected), "an observation is read again"
 
 
 def test_next_event_for_a_waiting_or_stopped_monitor() -> None:
@@ -163,3 +181,43 @@ def test_a_steps_own_usage_rides_on_its_event_but_a_forged_one_does_not() -> Non
     assert event.usage.requests == 3
     forged = step_event(StepKind.observe, 2, raw, forged="no pod")
     assert isinstance(forged, ObservationRejected) and forged.usage is None
+
+
+def test_a_failed_step_job_is_told_with_its_pods_last_words() -> None:
+    failed = {
+        "status": {
+            "conditions": [
+                {"type": "Complete", "status": "False"},
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "DeadlineExceeded",
+                    "message": "Job was active longer than specified deadline",
+                },
+            ]
+        }
+    }
+    assert job_failure("s", {"status": {"conditions": []}}, []) is None
+    assert job_failure("s", failed, []) == (
+        "Job s failed (DeadlineExceeded): Job was active longer than specified deadline; "
+        "no pod of the Job is left to say how it ended"
+    )
+
+    def pod(name: str, at: str, **status: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name, "creationTimestamp": at}, "status": status}
+
+    ended = {"terminated": {"exitCode": 137, "reason": "Error", "message": "x\n" * 700}}
+    pods = [
+        pod("s-old", "2026-01-01T10:00:00Z", phase="Failed"),
+        pod("s-new", "2026-01-01T10:05:00Z", containerStatuses=[{"state": ended}]),
+    ]
+    told = job_failure("s", failed, pods)
+    assert told is not None and "pod s-new ended Error (exit code 137): x x x" in told
+    assert "\n" not in told and len(told) < 800
+    silent = {"terminated": {"exitCode": 1, "reason": "Error"}}
+    assert pod_said([pod("p", "t", containerStatuses=[{"lastState": silent}])]) == (
+        "pod p ended Error (exit code 1) with no termination message"
+    )
+    assert pod_said([pod("p", "t", phase="Pending")]) == (
+        "pod p is Pending with no container ended"
+    )

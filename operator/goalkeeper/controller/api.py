@@ -167,6 +167,7 @@ class Api(Protocol):
     async def get_job(self, namespace: str, name: str, fresh: bool = False) -> Body: ...
     async def create_job(self, namespace: str, body: Body) -> Body: ...
     async def get_pod(self, namespace: str, name: str, fresh: bool = False) -> Body: ...
+    async def list_job_pods(self, namespace: str, job_uid: str) -> list[Body]: ...
     async def get_event(self, namespace: str, name: str) -> Body: ...
     async def create_event(self, namespace: str, body: Body) -> Body: ...
     async def get_service_account(self, namespace: str, name: str) -> Body: ...
@@ -193,6 +194,9 @@ async def denied_permissions(
     )
     return tuple(p for p, allowed in zip(permissions, answers, strict=True) if not allowed)
 
+
+# The label the Job controller puts on each pod of a Job: the Job's uid.
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
 
 # Calls in flight at once; the client's connection pool is sized to match (run.py).
 API_THREADS = 16
@@ -373,6 +377,17 @@ class KubeApi:
             f"read Pod {namespace}/{name}",
             lambda: self.core.read_namespaced_pod(name, namespace, _preload_content=False),
         )
+
+    async def list_job_pods(self, namespace: str, job_uid: str) -> list[Body]:
+        listed = await self._call(
+            f"list the pods of Job uid {job_uid} in {namespace}",
+            lambda: self.core.list_namespaced_pod(
+                namespace,
+                label_selector=f"{JOB_UID_LABEL}={job_uid}",
+                _preload_content=False,
+            ),
+        )
+        return list(listed.get("items") or [])
 
     async def get_event(self, namespace: str, name: str) -> Body:
         return await self._call(

@@ -65,12 +65,14 @@ COMPRESS_OVER = 512
 
 class Entry:
     """One cached object: its resourceVersion, and its body as compact JSON (compressed
-    when large), without `managedFields`, which nothing here reads."""
+    when large), without `managedFields`, which nothing here reads. `partial` when part of
+    what the reconciler reads was left out (an older step's status beyond its phase)."""
 
-    __slots__ = ("data", "version")
+    __slots__ = ("data", "partial", "version")
 
-    def __init__(self, body: Body) -> None:
+    def __init__(self, body: Body, partial: bool = False) -> None:
         meta = body.get("metadata") or {}
+        self.partial = partial
         self.version = str(meta.get("resourceVersion", ""))
         if "managedFields" in meta:
             body = {**body, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
@@ -131,6 +133,11 @@ def slim_step(step: Body, keep_status: bool) -> Body:
     elif "phase" in status:
         slim["status"] = {"phase": status["phase"]}
     return slim
+
+
+def _more(step: Body) -> bool:
+    """Whether a step's status holds more than its phase (what a slim copy keeps)."""
+    return any(key != "phase" for key in step.get("status") or {})
 
 
 def slim_job(job: Body) -> Body:
@@ -232,11 +239,15 @@ class WatchCache:
         history = self._history[owner]
         newest = max(history, default=None)
         history[seq] = key[1]
-        store[key] = Entry(slim_step(step, keep_status=newest is None or seq >= newest))
+        keep = newest is None or seq >= newest
+        store[key] = Entry(slim_step(step, keep_status=keep), partial=not keep and _more(step))
         if newest is not None and seq > newest:
             older = store.get((key[0], history[newest]))
             if older is not None:
-                store[(key[0], history[newest])] = Entry(slim_step(older.body(), False))
+                body = older.body()
+                store[(key[0], history[newest])] = Entry(
+                    slim_step(body, False), partial=older.partial or _more(body)
+                )
 
     def _forget_history(self, step: Body) -> None:
         owner = _owner_uid(step)
@@ -277,9 +288,15 @@ class WatchCache:
 
     # --- read by CachedApi ---
 
-    def get(self, kind: str, namespace: str, name: str) -> Body | None:
+    def get(self, kind: str, namespace: str, name: str, whole: bool = False) -> Body | None:
+        """The cached object; with `whole`, None when its entry is partial, so a step
+        whose result the reconciler must read is read from the API server: a newer step
+        that a killed operator launched before it recorded it makes the one in flight an
+        older step, kept with its phase only."""
         entry = self._objects[kind].get((namespace, name))
-        return entry.body() if entry is not None else None
+        if entry is None or (whole and entry.partial):
+            return None
+        return entry.body()
 
     def keys(self, kind: str) -> list[Key]:
         return list(self._objects[kind])
@@ -328,10 +345,11 @@ class CachedApi:
         self, kind: str, namespace: str, name: str, read: Callable[[str, str], Any], fresh: bool
     ) -> Body:
         if not fresh:
-            cached = self.cache.get(kind, namespace, name)
+            whole = kind == STEP
+            cached = self.cache.get(kind, namespace, name, whole=whole)
             if cached is None and kind in LISTED_KINDS:
                 await self.cache.wait_for_lists()
-                cached = self.cache.get(kind, namespace, name)
+                cached = self.cache.get(kind, namespace, name, whole=whole)
             if cached is not None:
                 return cached
         try:
@@ -403,6 +421,10 @@ class CachedApi:
 
     async def get_pod(self, namespace: str, name: str, fresh: bool = False) -> Body:
         return await self._read(POD, namespace, name, self.api.get_pod, fresh)
+
+    async def list_job_pods(self, namespace: str, job_uid: str) -> list[Body]:
+        # The cache keeps a pod's metadata only: how it ended comes from the API server.
+        return await self.api.list_job_pods(namespace, job_uid)
 
     async def get_event(self, namespace: str, name: str) -> Body:
         return await self.api.get_event(namespace, name)

@@ -339,6 +339,8 @@ def step_env(
         {"name": "GOALKEEPER_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
         {"name": "GOALKEEPER_MODEL", "value": model.model},
         {"name": "HOME", "value": POD_TMP},
+        # The Job's deadline: how long the step keeps trying to write its result.
+        {"name": "GOALKEEPER_STEP_DEADLINE_SECONDS", "value": str(settings.stepDeadlineSeconds)},
     ]
     if model.base_url:
         env.append({"name": "GOALKEEPER_MODEL_BASE_URL", "value": model.base_url})

@@ -79,6 +79,7 @@ from goalkeeper.core.steps import (
     TERMINAL_PHASES,
     StepFacts,
     describe_errors,
+    job_failure,
     may_still_be_made,
     next_event,
 )
@@ -728,8 +729,8 @@ class Reconciler:
                 return StepFacts(name, found=False)
             if (found.get("status") or {}).get("phase") not in TERMINAL_PHASES:
                 return StepFacts(name, True, status=found.get("status"), job_ended=ended)
-        forged = await self._provenance(namespace, found)
-        return StepFacts(name, True, status=found.get("status"), forged=forged)
+        forged, gone = await self._provenance(namespace, found)
+        return StepFacts(name, True, status=found.get("status"), forged=forged, unverifiable=gone)
 
     async def _adopt(self, monitor: Body, step: Body) -> Body:
         """The step in flight, relabelled as its monitor is when another shard launched it
@@ -765,33 +766,44 @@ class Reconciler:
             return f"Job {name} was deleted before the step wrote a result."
         if not manifests.owned_by(job, step["metadata"]["uid"]):
             return f"Job {name} does not belong to the step."
-        for condition in (job.get("status") or {}).get("conditions") or []:
-            if condition.get("type") == "Failed" and condition.get("status") == "True":
-                reason = condition.get("reason") or "Failed"
-                detail = condition.get("message") or "the step's pod failed"
-                return f"Job {name} failed ({reason}): {detail}"
-        return None
+        if job_failure(name, job, []) is None:
+            return None
+        # How its pod ended says why: the step's own last words are its termination message.
+        uid = str(job["metadata"].get("uid") or "")
+        try:
+            pods = await self.api.list_job_pods(namespace, uid) if uid else []
+        except ApiError as exc:
+            log.info("%s: the pods of Job %s not read: %s", namespace, name, exc)
+            pods = []
+        return job_failure(name, job, pods)
 
-    async def _provenance(self, namespace: str, step: Body) -> str | None:
-        """Why the step's result was not written by the step's own pod; None when it was.
+    async def _provenance(self, namespace: str, step: Body) -> tuple[str | None, bool]:
+        """Why the step's result was not written by the step's own pod (None when it was),
+        and whether that is only because the pod or the Job it names is gone.
 
         The admission policy already refuses other writers; this is the operator's own
-        check that the pod named in the result is its Job's, and the Job the step's.
+        check that the pod named in the result is its Job's, and the Job the step's. A Job
+        deleted after its step wrote the result takes its pod along: the result can no
+        longer be verified, which is no sign of a forgery either.
         """
         step_name = step["metadata"]["name"]
         pod_ref = (step.get("status") or {}).get("pod") or {}
         pod_name, pod_uid = pod_ref.get("name"), pod_ref.get("uid")
         if not isinstance(pod_name, str) or not POD_NAME.fullmatch(pod_name):
-            return "the result names no valid pod"
+            return "the result names no valid pod", False
         pod = await self._get(self.api.get_pod, namespace, pod_name)
-        if pod is None or pod["metadata"].get("uid") != pod_uid:
-            return f"pod {pod_name} with the uid the result names does not exist"
+        if pod is None:
+            return f"pod {pod_name} that the result names is gone", True
+        if pod["metadata"].get("uid") != pod_uid:
+            return f"pod {pod_name} with the uid the result names does not exist", False
         job = await self._get(self.api.get_job, namespace, step_name)
-        if job is None or not manifests.owned_by(job, step["metadata"]["uid"]):
-            return f"Job {step_name} is missing or does not belong to the step"
+        if job is None:
+            return f"Job {step_name} is gone", True
+        if not manifests.owned_by(job, step["metadata"]["uid"]):
+            return f"Job {step_name} does not belong to the step", False
         if not manifests.owned_by(pod, job["metadata"]["uid"]):
-            return f"pod {pod_name} is not a pod of Job {step_name}"
-        return None
+            return f"pod {pod_name} is not a pod of Job {step_name}", False
+        return None, False
 
     @staticmethod
     async def _get(

@@ -118,9 +118,9 @@ def decide(
         case StepFinished(seq, result):
             if turn.owns(seq, StepKind.act, StepKind.repair):
                 turn.finished(result)
-        case StepFailed(seq, message, permanent):
+        case StepFailed(seq, message, permanent, _, effect_unknown):
             if turn.owns(seq):
-                turn.failed(message, permanent)
+                turn.failed(message, permanent, effect_unknown=effect_unknown)
         case TimerDue():
             turn.timer_due()
         case TargetChanged(target, change):

@@ -76,12 +76,17 @@ class StepFinished:
 @dataclass(frozen=True)
 class StepFailed:
     """A step ended without a result; `permanent` when retrying cannot help (an object of
-    someone else's under the step's name), which stops the run at once."""
+    someone else's under the step's name), which stops the run at once. `effect_unknown`
+    when the step left no result that can be taken and so no word on what it did: its Job
+    failed or went, or its MonitorStep vanished, before it wrote one, or the pod its result
+    names is gone, so the result cannot be verified. What an act or repair step did is then
+    unknown. Otherwise the step reported a failure itself, or never started."""
 
     seq: int
     message: str
     permanent: bool = False
     usage: StepUsage | None = None
+    effect_unknown: bool = False
 
 
 @dataclass(frozen=True)

@@ -421,6 +421,18 @@ class Outcome(StrEnum):
     blocked = "blocked"
 
 
+class ActionOutcome(StrEnum):
+    """What became of an action, as the monitor records it: its step's own outcome, or
+    `unknown` when the step ended without a result (its Job failed or went, its
+    MonitorStep vanished), so whether the action took effect is for the next observation
+    to find."""
+
+    succeeded = "succeeded"
+    failed = "failed"
+    blocked = "blocked"
+    unknown = "unknown"
+
+
 # --- what an extract step returns -------------------------------------------------------
 
 QUOTE_MAX = 1000
@@ -762,7 +774,11 @@ class TrackState(Model):
 class LastAction(Model):
     kind: ActionKind
     action: Text2000
-    outcome: Outcome | None = Field(default=None, description="Null while the step runs.")
+    outcome: ActionOutcome | None = Field(
+        default=None,
+        description="Null while the step runs; unknown when the step ended without a result "
+        "and the next observation decides.",
+    )
     evidence: Annotated[str, Field(max_length=4000)] = ""
     failureId: Identifier
     targetStateId: Identifier

@@ -3,7 +3,7 @@
 The fixed lines (Monitor, Goal, Work, Checked, Progress, Last action, Last action outcome,
 Next action, Next check, Stopped) come from the monitor's status, each on one line, in the
 spec's forms: `Last action: resumed six missing modules` carries the action alone, and a
-failed or blocked outcome follows on a line of its own. Monitor state, goal state and
+failed, blocked or unknown outcome follows on a line of its own. Monitor state, goal state and
 target work state are always separate lines, and the work state is only ever what the
 caller passes (the monitor being active is no evidence that the target works).
 Independent progress tracks are never combined into one number; a track without a valid
@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from goalkeeper.core.models import (
+    ActionOutcome,
     GoalState,
     LastAction,
     MonitorState,
-    Outcome,
     StopInfo,
     StopReason,
     TrackState,
@@ -47,8 +47,9 @@ NOTES_INDENT = "  "
 AUTHORITY_HEADER = "Authority (read from the task):"
 # The first report of a spec generation shows what was understood; this bounds it.
 AUTHORITY_MAX = 1200
-# A success is what the state lines after it show; a failure or a block is news to the reader.
-OUTCOMES_SHOWN = frozenset({Outcome.failed, Outcome.blocked})
+# A success is what the state lines after it show; a failure, a block or an unknown outcome
+# (the step ended without a result) is news to the reader.
+OUTCOMES_SHOWN = frozenset({ActionOutcome.failed, ActionOutcome.blocked, ActionOutcome.unknown})
 OUTCOME_EVIDENCE_MAX = 300
 _TRACK_INDENT = "  "
 
@@ -194,7 +195,7 @@ def _progress_block(tracks: Sequence[TrackState], now: datetime, budget: int) ->
     return f"{header}\n{listed}"
 
 
-def _outcome_line(outcome: Outcome, evidence: str) -> str:
+def _outcome_line(outcome: ActionOutcome, evidence: str) -> str:
     """`Last action outcome: failed: <evidence>`, the evidence on the one line, shortened."""
     shown = clip(_one_line(evidence), OUTCOME_EVIDENCE_MAX)
     return f"Last action outcome: {outcome.value}" + (f": {shown}" if shown else "")

@@ -7,7 +7,7 @@ resync after a lost event, leads to the same decision. A step's status is untrus
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -62,6 +62,9 @@ class StepFacts:
     status: Mapping[str, Any] | None = None
     # Why a terminal result was not written by the step's own pod.
     forged: str | None = None
+    # Set with `forged` when the pod or Job the result names is gone (deleted after the
+    # step wrote it): the result cannot be verified, which says nothing of what it did.
+    unverifiable: bool = False
     # Why the step's Job ended (failed, deleted) without a result.
     job_ended: str | None = None
     # The Monitor's stop rule, which an observation's facts are held against.
@@ -96,7 +99,9 @@ def next_event(
             return None
         if not step.found:
             return StepFailed(
-                in_flight.seq, f"MonitorStep {step.name} vanished before it wrote a result."
+                in_flight.seq,
+                f"MonitorStep {step.name} vanished before it wrote a result.",
+                effect_unknown=True,
             )
         if step.foreign is not None:
             return StepFailed(in_flight.seq, step.foreign, permanent=True)
@@ -106,11 +111,12 @@ def next_event(
                 in_flight.seq,
                 step.status,
                 forged=step.forged,
+                unverifiable=step.unverifiable,
                 stop_when=step.stop_when,
                 check=in_flight.check,
             )
         if step.job_ended is not None:
-            return StepFailed(in_flight.seq, step.job_ended)
+            return StepFailed(in_flight.seq, step.job_ended, effect_unknown=True)
         return None
     if status.approval is not None:
         return TimerDue() if now >= status.approval.expiresAt else None
@@ -119,6 +125,42 @@ def next_event(
     if status.schedule is not None:
         return TimerDue() if now >= status.schedule.due_at else None
     return Started(None)
+
+
+# How much of a step pod's termination message the recorded reason keeps.
+POD_SAID_MAX = 600
+
+
+def job_failure(name: str, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why the step's Job `job` ended without a result: its Failed condition, and how its
+    last pod's container ended (reason, exit code, termination message). None while the
+    Job has not failed: its pod may still write the result."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Failed" and condition.get("status") == "True":
+            reason = condition.get("reason") or "Failed"
+            detail = condition.get("message") or "the step's pod failed"
+            return f"Job {name} failed ({reason}): {detail}; {pod_said(pods)}"
+    return None
+
+
+def pod_said(pods: Sequence[Mapping[str, Any]]) -> str:
+    """How the last of a step Job's pods ended, in its container's words."""
+    if not pods:
+        return "no pod of the Job is left to say how it ended"
+    pod = max(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
+    name = (pod.get("metadata") or {}).get("name") or "?"
+    status = pod.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        for state in (container.get("state") or {}, container.get("lastState") or {}):
+            ended = state.get("terminated")
+            if isinstance(ended, Mapping):
+                said = " ".join(str(ended.get("message") or "").split())
+                if len(said) > POD_SAID_MAX:
+                    said = said[: POD_SAID_MAX - 1] + "…"
+                how = f"pod {name} ended {ended.get('reason') or 'Error'} (exit code "
+                how += f"{ended.get('exitCode')})"
+                return f"{how}: {said}" if said else f"{how} with no termination message"
+    return f"pod {name} is {status.get('phase') or 'Unknown'} with no container ended"
 
 
 def may_still_be_made(step: StepInFlight, now: datetime) -> bool:
@@ -155,6 +197,7 @@ def step_event(
     raw_status: Mapping[str, Any] | None,
     *,
     forged: str | None = None,
+    unverifiable: bool = False,
     stop_when: str = "",
     check: int = 0,
 ) -> Event | None:
@@ -163,6 +206,7 @@ def step_event(
     `forged` says why the status was not written by the step's own pod (the caller checks
     provenance); such a result is never accepted: an observation is rejected, an act or
     repair step counts as failed, so the next observation verifies what really happened.
+    When its pod or Job is gone (`unverifiable`) the act's outcome is unknown instead.
     """
     try:
         status = MonitorStepStatus.model_validate(raw_status or {})
@@ -172,8 +216,11 @@ def step_event(
     # The step's own account of its model usage; a forged status's is not counted.
     usage = status.usage
     if forged is not None and status.phase in (StepPhase.Succeeded, StepPhase.Failed):
-        message = f"The step's result was not written by its own pod: {forged}"
-        return _rejected(kind, seq, message)
+        if unverifiable:
+            message = f"The step's result cannot be verified: {forged}"
+        else:
+            message = f"The step's result was not written by its own pod: {forged}"
+        return _rejected(kind, seq, message, effect_unknown=unverifiable)
     if status.phase is StepPhase.Failed:
         message = status.error or "The step failed without saying why."
         if status.errorKind is StepErrorKind.invalidOutput and kind in _READS:
@@ -216,10 +263,18 @@ def step_event(
 _READS = frozenset({StepKind.extract, StepKind.observe})
 
 
-def _rejected(kind: StepKind, seq: int, message: str, usage: StepUsage | None = None) -> Event:
-    """A result that cannot be taken: a reading is rejected, an action counts as failed."""
+def _rejected(
+    kind: StepKind,
+    seq: int,
+    message: str,
+    usage: StepUsage | None = None,
+    *,
+    effect_unknown: bool = False,
+) -> Event:
+    """A result that cannot be taken: a reading is rejected, an action counts as failed
+    (its outcome unknown when the result says nothing either way)."""
     if kind is StepKind.extract:
         return ExtractionRejected(seq, message, usage=usage)
     if kind is StepKind.observe:
         return ObservationRejected(seq, message, usage=usage)
-    return StepFailed(seq, message, usage=usage)
+    return StepFailed(seq, message, usage=usage, effect_unknown=effect_unknown)

@@ -20,7 +20,11 @@ value or an argument, is rewritten to that folder. Other volumes are ignored.
 
 It patches the pod's status as a kubelet would: Running and Ready (probes are not run, so a
 running process counts as ready), `podIP`/`hostIP` 127.0.0.1, then Succeeded/Failed with the
-exit code and the termination message. `restartPolicy: Always` restarts the process whenever
+exit code and the termination message. Like a kubelet it rides out an API server that
+restarts or sheds load: a status write, a binding, and the token, Secret and ConfigMap reads
+a pod's start needs are made again after a growing pause through connection errors, 429 and
+5xx for as long as the runner runs, and a broken watch is listed again after a pause that
+grows while it keeps breaking. `restartPolicy: Always` restarts the process whenever
 it exits, `OnFailure` when it fails, after a backoff of one second more per restart (at most
 ten), counted in `restartCount`; a pod of theirs that cannot start (no command, a missing
 Secret: looked for again after a backoff) waits as Pending, where a `Never` pod fails. A pod
@@ -72,8 +76,15 @@ log = logging.getLogger(__name__)
 DEFAULT_SELECTOR = "goalkeeper.dev/step"
 TERMINATION_MESSAGE_ENV = "GOALKEEPER_TERMINATION_MESSAGE_PATH"
 _MAX_MESSAGE = 4096
-# How long a pod's status patch is retried while the API server cannot be reached.
-STATUS_RETRY_SECONDS = 120.0
+# A call the API server failed for a passing reason is made again after a pause doubling
+# from the first to the most, as a kubelet keeps trying for as long as it runs.
+RETRY_PAUSE_FIRST = 0.2
+RETRY_PAUSE_MAX = 2.0
+# A watch that breaks is listed again after a pause doubling up to this while it keeps
+# breaking (the API server restarting), so the log is not flooded meanwhile.
+WATCH_PAUSE_MAX = 5.0
+# The admission plugins of an API server that has just started refuse with this.
+NOT_READY = "not yet ready to handle request"
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 # A kubelet's defaults: the lease lasts 40 s and is renewed every 10 s.
 LEASE_SECONDS = 40
@@ -468,6 +479,7 @@ class PodRunner:
         kwargs: dict[str, Any] = {}
         if self.label_selector:
             kwargs["label_selector"] = self.label_selector
+        pause = 0.5
         while not self._stopping.is_set():
             try:
                 if self.namespace:
@@ -482,6 +494,7 @@ class PodRunner:
                 for pod in listing.items:
                     self._on_pod(core, "ADDED", pod)
                 self._ready.set()
+                pause = 0.5
                 rv = listing.metadata.resource_version
                 while not self._stopping.is_set():
                     w: Any = watch.Watch()  # type: ignore[no-untyped-call]
@@ -500,16 +513,25 @@ class PodRunner:
                         self._on_pod(core, "ADDED", pod)
             except ApiException as exc:
                 if exc.status != 410:
-                    log.warning("pod runner watch error: %s", exc)
-                    time.sleep(0.5)
+                    self._watch_broke(_short(exc), pause)
+                    pause = min(pause * 2, WATCH_PAUSE_MAX)
             except Exception as exc:
                 if not self._ready.is_set():
                     self._watch_error = exc
                     self._ready.set()
                     return
-                log.warning("pod runner watch error: %r", exc)
-                time.sleep(0.5)
+                self._watch_broke(_short(exc), pause)
+                pause = min(pause * 2, WATCH_PAUSE_MAX)
         api_client.close()
+
+    def _watch_broke(self, why: str, pause: float) -> None:
+        """The pod watch failed: list again after `pause` (what the list finds is handled
+        as a watch event would be, so nothing is missed meanwhile)."""
+        if pause <= 0.5:
+            log.warning("pod runner watch error: %s; listing again", why)
+        else:
+            log.info("pod runner watch still failing: %s; listing again in %.1f s", why, pause)
+        self._stopping.wait(pause)
 
     def _on_pod(self, core: Any, kind: str, pod: Any) -> None:
         uid = pod.metadata.uid
@@ -910,7 +932,10 @@ class PodRunner:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            cm = core.read_namespaced_config_map(name, pod.metadata.namespace)
+            cm = self._patient(
+                lambda: core.read_namespaced_config_map(name, pod.metadata.namespace),
+                f"read of ConfigMap {pod.metadata.namespace}/{name}",
+            )
         except ApiException as exc:
             if exc.status == 404 and optional:
                 return None
@@ -926,7 +951,10 @@ class PodRunner:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            secret = core.read_namespaced_secret(name, pod.metadata.namespace)
+            secret = self._patient(
+                lambda: core.read_namespaced_secret(name, pod.metadata.namespace),
+                f"read of Secret {pod.metadata.namespace}/{name}",
+            )
         except ApiException as exc:
             if exc.status == 404 and optional:
                 return None
@@ -951,7 +979,12 @@ class PodRunner:
             )
         )
         try:
-            resp = core.create_namespaced_service_account_token(sa, pod.metadata.namespace, body)
+            resp = self._patient(
+                lambda: core.create_namespaced_service_account_token(
+                    sa, pod.metadata.namespace, body
+                ),
+                f"token for ServiceAccount {pod.metadata.namespace}/{sa}",
+            )
         except ApiException as exc:
             raise PodStartError(
                 "CreateContainerConfigError",
@@ -987,29 +1020,39 @@ class PodRunner:
 
     # -- status -------------------------------------------------------------------------
 
+    def _patient(self, call: Callable[[], Any], what: str) -> Any:
+        """`call()`, made again while it fails for a passing reason (the API server or its
+        etcd restarting: no connection, 429, 5xx, admission not ready yet), as a kubelet
+        keeps trying, until it answers, fails for good or the runner stops (then the last
+        error is raised)."""
+        pause = RETRY_PAUSE_FIRST
+        failures = 0
+        while True:
+            try:
+                return call()
+            except Exception as exc:
+                if not _passing(exc):
+                    raise
+                failures += 1
+                # The first failure and every tenth: enough to see an outage in the log.
+                if failures % 10 == 1:
+                    log.info("pod runner: %s failed (%s), trying again", what, _short(exc))
+                if self._stopping.wait(pause):
+                    raise
+            pause = min(pause * 2, RETRY_PAUSE_MAX)
+
     def _retrying(self, call: Callable[[], Any], what: str) -> None:
         """Make an API call, tried again while the API server is away (restarted, or its
         etcd is), as a kubelet keeps trying: a pod whose phase is lost would stay Running,
         its Job never ending. Gone or conflicting objects end it quietly."""
         from kubernetes.client.exceptions import ApiException
 
-        deadline = time.monotonic() + STATUS_RETRY_SECONDS
-        pause = 0.2
-        while True:
-            try:
-                call()
-                return
-            except ApiException as exc:
-                if exc.status in (404, 409, 422):
-                    log.info("pod runner: %s not done: %s", what, exc.reason)
-                    return
-                if not (exc.status in (0, 429) or exc.status >= 500) or time.monotonic() > deadline:
-                    raise
-            except urllib3.exceptions.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)
+        try:
+            self._patient(call, what)
+        except ApiException as exc:
+            if exc.status not in (404, 409, 422):
+                raise
+            log.info("pod runner: %s not done: %s", what, exc.reason)
 
     # -- helpers for tests --------------------------------------------------------------
 
@@ -1025,6 +1068,28 @@ class PodRunner:
 
 def _backoff(attempts: int) -> float:
     return min(MAX_BACKOFF_SECONDS, float(attempts))
+
+
+def _passing(exc: BaseException) -> bool:
+    """Whether an API call's failure may pass: no answer (connection refused or reset, a
+    timeout), 429, a 5xx, or admission that is not ready yet after a restart."""
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(exc, urllib3.exceptions.HTTPError):
+        return True
+    if not isinstance(exc, ApiException):
+        return False
+    status = exc.status or 0
+    not_ready = status == 403 and NOT_READY in f"{exc.reason} {exc.body}"
+    return status in (0, 429) or status >= 500 or not_ready
+
+
+def _short(exc: BaseException) -> str:
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(exc, ApiException):
+        return f"{exc.status} {exc.reason}"
+    return type(exc).__name__
 
 
 class _PodStatus:

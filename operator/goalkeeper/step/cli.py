@@ -5,6 +5,14 @@ Exit codes: 0 the step ran and wrote its result; 1 the step failed and the failu
 recorded in the MonitorStep status; 2 the step could not even report (no identity, no
 Kubernetes access, or the status could not be written).
 
+An API server that restarts, sheds load (429, 5xx) or drops connections does not lose a
+result, nor does one that refuses with RBAC's 403 for a moment after it started (20 s at
+most): the MonitorStep is read and its final status written again after a growing pause,
+until the step's own deadline (its Job's `activeDeadlineSeconds`, from
+`GOALKEEPER_STEP_DEADLINE_SECONDS`, less a margin for the pod's start and its exit). Only
+then does the step exit 2, its termination message saying what it did and why its result
+was not written, for the operator to record.
+
 Every status patch names the step's pod (`status.pod`, from `GOALKEEPER_POD_NAME` and
 `GOALKEEPER_POD_UID`) when the environment gives it. The model credentials never appear in
 what the step writes: the status, the termination message and its log lines are scrubbed.
@@ -54,6 +62,16 @@ from goalkeeper.step.telemetry import traced
 
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_MAX = 4000
+# How long the result write is tried when the Job's deadline is not given.
+DEFAULT_DEADLINE_SECONDS = 600
+
+
+def write_window(deadline_seconds: int | None) -> float:
+    """Seconds from the step's start during which its reads and its result write are tried
+    again: the Job's deadline less a margin (a tenth, from 5 s to 30 s) for the time its pod
+    took to start and the time it needs to exit before the Job controller kills it."""
+    seconds = deadline_seconds or DEFAULT_DEADLINE_SECONDS
+    return max(seconds - min(max(seconds / 10, 5.0), 30.0), 1.0)
 
 
 def _now() -> datetime:
@@ -284,7 +302,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"cannot tell which MonitorStep to run: {exc}")
         return 2
 
-    from goalkeeper.step.kube import KubeBackend, KubeError, load_api_client, patch_step_status
+    from goalkeeper.step.kube import (
+        KubeBackend,
+        KubeError,
+        load_api_client,
+        patch_step_status,
+        retrying,
+        write_step_status,
+    )
     from goalkeeper.step.kube import read_step as read_monitor_step
 
     try:
@@ -295,24 +320,39 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = _now()
     clock = time.monotonic()
+    deadline = clock + write_window(identity.deadline_seconds)
     pod = step_pod(identity)
     log = StepLog()
     trace_id = trace_of(os.environ.get("TRACEPARENT"))
+
+    def tried_again(what: str) -> Callable[[int, KubeError, float], None]:
+        def note(attempt: int, exc: KubeError, pause: float) -> None:
+            left = max(deadline - time.monotonic(), 0.0)
+            _say(
+                f"{what} failed ({exc}); trying again in {pause:.2f} s "
+                f"(try {attempt + 1}, {left:.0f} s left before the step's deadline)"
+            )
+            log.emit("api_retry", what=what, attempt=attempt, status=exc.status, delay_s=pause)
+
+        return note
 
     def finish(outcome: StepOutcome) -> int:
         step_end(log, kind.value, outcome, time.monotonic() - clock)
         message = summary(kind, outcome)
         try:
-            patch_step_status(
+            write_step_status(
                 backend,
                 identity.namespace,
                 identity.name,
                 final_status(outcome, started, _now(), pod, trace_id),
+                deadline=deadline,
+                on_retry=tried_again("writing the MonitorStep status"),
             )
         except KubeError as exc:
+            unwritten = f"{message} | the result was not written: {exc}"
             _say(f"could not write the MonitorStep status: {exc}")
             _say(message)
-            write_termination_message(message)
+            write_termination_message(unwritten)
             return 2
         write_termination_message(message)
         _say(message)
@@ -329,7 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
 
     try:
-        doc = read_monitor_step(backend, identity.namespace, identity.name)
+        doc = retrying(
+            lambda: read_monitor_step(backend, identity.namespace, identity.name),
+            deadline=deadline,
+            on_retry=tried_again("reading the MonitorStep"),
+        )
     except KubeError as exc:
         _say(f"cannot read MonitorStep {identity.namespace}/{identity.name}: {exc}")
         if exc.status == 404:

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from kubernetes import client, config
@@ -334,6 +337,117 @@ def patch_step_status(
     )
 
 
+# --- through an API server that is restarting, overloaded or briefly away ------------------
+
+# The admission plugins of an API server that has just started refuse every request with
+# this until their policies are loaded.
+NOT_READY = "not yet ready to handle request"
+# The step-results admission policy's refusal of a second write (config/admission).
+FINAL_REFUSAL = "result is final"
+PAUSE_FIRST = 0.25
+PAUSE_MAX = 2.0
+# An API server that has just started serves requests before its authorizer has loaded
+# the roles and bindings, and refuses them with RBAC's own 403 for a moment: such a refusal
+# is tried again for this long, then stands (a role really missing fails that much later).
+RBAC_DENIED = re.compile(r'is forbidden: User ".*" cannot \S+ resource')
+RBAC_WARMUP = 20.0
+
+T = TypeVar("T")
+
+
+def transient(error: KubeError) -> bool:
+    """Whether a failed call may succeed when made again: no answer at all (connection
+    refused or reset, a timeout), 429, a 5xx, or admission that is not ready yet."""
+    status = error.status
+    return status in (0, 429) or status >= 500 or (status == 403 and NOT_READY in str(error))
+
+
+def retry_pause(attempt: int) -> float:
+    """Seconds before try `attempt + 1`: doubling from PAUSE_FIRST, at most PAUSE_MAX."""
+    return float(min(PAUSE_FIRST * 2.0**attempt, PAUSE_MAX))
+
+
+def rbac_denied(error: KubeError) -> bool:
+    """Whether a 403 is RBAC's refusal (not an admission policy's)."""
+    return error.status == 403 and RBAC_DENIED.search(str(error)) is not None
+
+
+def retrying(
+    call: Callable[[], T],
+    *,
+    deadline: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[int, KubeError, float], None] | None = None,
+    warmup: float = RBAC_WARMUP,
+) -> T:
+    """`call()`, made again after a growing pause while it fails transiently (or RBAC has
+    refused it for less than `warmup` seconds) and the next try still starts before
+    `deadline` (a `clock` value); the last error otherwise."""
+    attempt = 0
+    denied_since: float | None = None
+    while True:
+        try:
+            return call()
+        except KubeError as exc:
+            pause = retry_pause(attempt)
+            now = clock()
+            again = transient(exc)
+            if not again and rbac_denied(exc):
+                denied_since = now if denied_since is None else denied_since
+                again = now - denied_since < warmup
+            if not again or now + pause > deadline:
+                raise
+            attempt += 1
+            if on_retry is not None:
+                on_retry(attempt, exc, pause)
+            sleep(pause)
+
+
+def same_result(current: dict[str, Any], sent: dict[str, Any]) -> bool:
+    """Whether the status `current` is the final status `sent`: this pod's write of it got
+    through, though its answer did not come back."""
+    keys = ("phase", "pod", "result", "error", "errorKind", "finishedAt")
+    return all(current.get(key) == sent.get(key) for key in keys)
+
+
+def write_step_status(
+    backend: KubeBackend,
+    namespace: str,
+    name: str,
+    status: dict[str, Any],
+    *,
+    deadline: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[int, KubeError, float], None] | None = None,
+    warmup: float = RBAC_WARMUP,
+) -> None:
+    """Write the step's final status, through transient failures until `deadline`.
+
+    Idempotent: when the API server refuses the write because the result is already
+    final, the status it holds is read; the same status (an earlier try of this write that
+    got through) is success, a different one is refused as before.
+    """
+
+    def attempt() -> None:
+        patch_step_status(backend, namespace, name, status)
+
+    def again(call: Callable[[], T]) -> T:
+        return retrying(
+            call, deadline=deadline, clock=clock, sleep=sleep, on_retry=on_retry, warmup=warmup
+        )
+
+    try:
+        again(attempt)
+    except KubeError as exc:
+        if exc.status != 403 or FINAL_REFUSAL not in str(exc):
+            raise
+        held = again(lambda: read_step(backend, namespace, name)).get("status") or {}
+        if not isinstance(held, dict) or not same_result(held, status):
+            raise
+
+
 __all__ = [
     "FIELD_MANAGER",
     "GROUP",
@@ -344,5 +458,8 @@ __all__ = [
     "load_api_client",
     "patch_step_status",
     "read_step",
+    "retrying",
     "step_path",
+    "transient",
+    "write_step_status",
 ]

@@ -37,6 +37,8 @@ class StepIdentity(BaseModel):
     # The pod this process runs in, from the downward API; every status write names it.
     pod_name: str | None = None
     pod_uid: str | None = None
+    # How long the step's Job may run (its activeDeadlineSeconds); None when not given.
+    deadline_seconds: int | None = None
 
 
 # What each variable expects, used in error messages.
@@ -72,6 +74,8 @@ EXPECTED: dict[str, str] = {
     "GOALKEEPER_STEP_NAMESPACE": "the namespace of the MonitorStep this step runs",
     "GOALKEEPER_POD_NAME": "the name of the step's pod (downward API fieldRef metadata.name)",
     "GOALKEEPER_POD_UID": "the uid of the step's pod (downward API fieldRef metadata.uid)",
+    "GOALKEEPER_STEP_DEADLINE_SECONDS": "the activeDeadlineSeconds of the step's Job, a "
+    "whole number of seconds from 1",
 }
 
 
@@ -316,4 +320,7 @@ def load_identity(environ: Mapping[str, str] | None = None) -> StepIdentity:
         raise SettingsError(problems)
     pod_name = (env.get("GOALKEEPER_POD_NAME") or "").strip() or None
     pod_uid = (env.get("GOALKEEPER_POD_UID") or "").strip() or None
-    return StepIdentity(**values, pod_name=pod_name, pod_uid=pod_uid)
+    deadline = (env.get("GOALKEEPER_STEP_DEADLINE_SECONDS") or "").strip()
+    # Not a reason to refuse the step: without it the step keeps its default patience.
+    seconds = int(deadline) if deadline.isdigit() and int(deadline) > 0 else None
+    return StepIdentity(**values, pod_name=pod_name, pod_uid=pod_uid, deadline_seconds=seconds)

@@ -5,6 +5,8 @@ Events, each with `ts` (UTC) and `event` first:
 - `step_start`: kind, model, check;
 - `model_request`: n (request number), input_tokens, output_tokens, finish, ms; or error;
 - `retry`: n, attempt, error (the error class and HTTP status only), delay_s;
+- `api_retry`: what (reading the MonitorStep, writing its status), attempt, status (the
+  HTTP status, 0 when no answer came), delay_s;
 - `tool_call`: n, tool, args (a short summary), result_chars, outcome (ok, error,
   refused, repeated), ms;
 - `output_invalid`: n (the model's final answer did not validate and was sent back);

@@ -348,3 +348,40 @@ def test_a_cached_monitor_keeps_no_managed_fields_and_a_large_one_is_kept_compre
     cache.put(MONITOR, {"metadata": {"name": "tiny", "namespace": NS}})
     assert cache._objects[MONITOR][(NS, "tiny")].data.startswith(b"{")
     assert cache.get(MONITOR, NS, "tiny") == {"metadata": {"name": "tiny", "namespace": NS}}
+
+
+def test_an_older_step_kept_with_its_phase_only_is_no_answer_for_its_result() -> None:
+    cache = WatchCache()
+    cache.put(STEP, step("build-1", 1, "m1", 10, "Succeeded"))
+    cache.put(STEP, step("build-2", 2, "m1", 11))
+    assert cache.get(STEP, NS, "build-1") == cache.get(STEP, NS, "build-1", whole=False)
+    assert cache.get(STEP, NS, "build-1", whole=True) is None
+    assert cache.get(STEP, NS, "build-2", whole=True) is not None
+
+
+async def test_the_result_of_a_step_a_newer_unrecorded_step_follows_is_read_whole(
+    api: FakeApi, cache: WatchCache
+) -> None:
+    """A killed operator launched the next step before its status write recorded the
+    result of the one in flight: the one in flight is then an older step in the cache, kept
+    with its phase only, and its result must be read from the API server, not taken for
+    one that names no pod."""
+    clock = Clock()
+    reconciler = cached_reconciler(api, cache, clock)
+    watch(api, cache)
+    await read_the_task(api, cache, reconciler)
+    finish(api, observation_dict("wait"))
+    in_flight = status(api)["step"]
+    [current] = [s for s in api.all("MonitorStep") if s["spec"]["seq"] == in_flight["seq"]]
+    newer = copy.deepcopy(current)
+    newer["metadata"]["name"] = current["metadata"]["name"].replace(
+        f"-{in_flight['seq']}-", f"-{in_flight['seq'] + 1}-"
+    )
+    newer["spec"]["seq"] = in_flight["seq"] + 1
+    newer.pop("status")
+    api.put("MonitorStep", newer)
+    watch(api, cache)
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["checks"] == 1 and st.get("lastRejection") is None
+    assert len(reports(api)) == 1

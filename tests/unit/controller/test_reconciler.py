@@ -17,7 +17,7 @@ from tests.support.fake_api import FakeApi
 from tests.support.observations import TASK, action, extraction, observation_dict, track
 
 from goalkeeper.controller import manifests
-from goalkeeper.controller.api import Conflict, Transient
+from goalkeeper.controller.api import JOB_UID_LABEL, Conflict, Transient
 from goalkeeper.controller.reconciler import Reconciler
 from goalkeeper.controller.settings import OperatorSettings
 from goalkeeper.core.engine import TIMER_JOB_GRACE, LaunchStep
@@ -254,9 +254,83 @@ async def test_an_act_step_starts_only_once_status_records_it(
     act_jobs = [name for method, name in api.calls if method == "create_job" and "-act-" in name]
     assert act_jobs == [act_step["metadata"]["name"]], "the act Job is never created twice"
     st = status(api)
-    assert st["lastAction"]["outcome"] == "failed"
+    # It may have acted before its Job went: the outcome is unknown, not failed.
+    assert st["lastAction"]["outcome"] == "unknown"
     assert "deleted before the step wrote a result" in st["lastAction"]["evidence"]
+    assert "the next observation decides" in st["lastAction"]["evidence"]
     assert st["step"]["kind"] == "observe", "the effect is verified by observing"
+
+
+async def test_an_act_job_that_failed_without_a_result_leaves_an_unknown_outcome_and_why(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await started(api, reconciler)
+    finish(api, observation_dict("act", work="idle", action=action()))
+    await reconciler.reconcile(NS, "build")
+    act_step = step_in_flight(api)
+    name = act_step["metadata"]["name"]
+    job = api.get("Job", NS, name)
+    assert job is not None
+    # The step did its work, could not write the result, and said so as it exited.
+    said = (
+        "act Succeeded: outcome=succeeded: Job build resumed | the result was not written: "
+        "MaxRetryError: Connection refused"
+    )
+    api.put(
+        "Pod",
+        {
+            "metadata": {
+                "name": f"{name}-q2w3e",
+                "namespace": NS,
+                "labels": {JOB_UID_LABEL: job["metadata"]["uid"]},
+                "creationTimestamp": "2026-01-01T10:00:00Z",
+            },
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {"state": {"terminated": {"exitCode": 2, "reason": "Error", "message": said}}}
+                ],
+            },
+        },
+    )
+    job["status"] = {
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "Job has reached the specified backoff limit",
+            }
+        ]
+    }
+    api.objects[("Job", NS, name)] = job
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["lastAction"]["outcome"] == "unknown" and st["step"]["kind"] == "observe"
+    evidence = st["lastAction"]["evidence"]
+    assert f"Job {name} failed (BackoffLimitExceeded)" in evidence
+    assert f"pod {name}-q2w3e ended Error (exit code 2): {said}" in evidence
+    assert "the next observation decides" in evidence
+    [told] = [e for e in api.all("Event") if e["reason"] == "StepFailed"]
+    assert "ended without a result" in told["message"] and said in told["message"]
+
+
+async def test_an_act_result_whose_job_went_before_it_was_taken_is_an_unknown_outcome(
+    api: FakeApi, reconciler: Reconciler
+) -> None:
+    await started(api, reconciler)
+    finish(api, observation_dict("act", work="idle", action=action()))
+    await reconciler.reconcile(NS, "build")
+    act_step = step_in_flight(api)
+    name = act_step["metadata"]["name"]
+    finish(api, {"outcome": "succeeded", "evidence": "resumed", "changed": ["jobs/build"]})
+    # The Job was deleted by hand after its pod wrote the result: the pod went with it.
+    api.delete("Job", NS, name)
+    api.delete("Pod", NS, f"{name}-x7k2p")
+    await reconciler.reconcile(NS, "build")
+    st = status(api)
+    assert st["lastAction"]["outcome"] == "unknown" and st["step"]["kind"] == "observe"
+    assert "cannot be verified" in st["lastAction"]["evidence"]
 
 
 async def test_a_recorded_act_step_that_could_not_be_created_is_never_started_later(
@@ -271,7 +345,8 @@ async def test_a_recorded_act_step_that_could_not_be_created_is_never_started_la
     await reconciler.reconcile(NS, "build")
     assert not [s for s in api.all("MonitorStep") if s["spec"]["kind"] == "act"]
     st = status(api)
-    assert st["lastAction"]["outcome"] == "failed" and st["step"]["kind"] == "observe"
+    # The operator cannot tell a step never made from one deleted after it acted.
+    assert st["lastAction"]["outcome"] == "unknown" and st["step"]["kind"] == "observe"
 
 
 async def test_an_act_step_whose_create_answer_was_lost_still_runs(
@@ -302,7 +377,8 @@ async def test_an_act_step_made_by_an_earlier_launch_is_not_started_again(
     await reconciler.reconcile(NS, "build")
     assert api.get("Job", NS, act_step["metadata"]["name"]) is None
     st = status(api)
-    assert st["lastAction"]["outcome"] == "failed" and st["step"]["kind"] == "observe"
+    # The operator cannot tell a step never made from one deleted after it acted.
+    assert st["lastAction"]["outcome"] == "unknown" and st["step"]["kind"] == "observe"
 
 
 async def test_an_unrecorded_observe_step_gives_way_to_the_step_status_records(

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from goalkeeper.core import authority, guards, health, reading, wakes
 from goalkeeper.core.models import (
+    ActionOutcome,
     ActionRequest,
     ActionResult,
     AuthorityExtraction,
@@ -308,7 +309,8 @@ class Turn(Asking):
         step = self.status.step
         assert step is not None and step.action is not None
         self.status.step = None
-        self.close_action(step, result.outcome, result.evidence, result.actualCost)
+        outcome = ActionOutcome(result.outcome.value)
+        self.close_action(step, outcome, result.evidence, result.actualCost)
         if step.kind is StepKind.repair:
             if result.outcome is Outcome.blocked:
                 self.stop(StopReason.blocked, f"The repair could not run: {result.evidence}")
@@ -319,19 +321,25 @@ class Turn(Asking):
                 )
         self.launch_observe()
 
-    def failed(self, message: str, permanent: bool) -> None:
+    def failed(self, message: str, permanent: bool, *, effect_unknown: bool = False) -> None:
         """A step ended without a result. A reading step is retried after a growing delay;
-        the run ends only when steps have failed for the whole failure window."""
+        the run ends only when steps have failed for the whole failure window. An act or
+        repair step that left no result to take (`effect_unknown`) has an unknown outcome,
+        not a failed one: its action may have taken effect, and the next observation
+        decides."""
         st = self.status
         step = st.step
         assert step is not None
         st.step = None
-        self.notify(
-            f"step-{step.seq}-failed",
-            "StepFailed",
-            f"The {step.kind} step {step.seq} failed: {message}",
-            warning=True,
+        acted = step.kind in (StepKind.act, StepKind.repair)
+        unknown = effect_unknown and acted
+        told = (
+            f"The {step.kind} step {step.seq} ended without a result to take, so whether its "
+            f"action took effect is unknown; the next observation decides: {message}"
+            if unknown
+            else f"The {step.kind} step {step.seq} failed: {message}"
         )
+        self.notify(f"step-{step.seq}-failed", "StepFailed", told, warning=True)
         self.judge_health(health.step_failed(st.health, self.now, self.policy))
         if permanent:
             self.stop(StopReason.blocked, f"The {step.kind} step cannot run: {message}")
@@ -357,9 +365,20 @@ class Turn(Asking):
                 f"failing since {st.failingSince.isoformat()}): {message}",
             )
             return
-        # The action's effect is unknown: record it as failed and verify by observing.
+        # Either way what the action changed is read by observing at once.
         st.health = health.act_failed_to_run(st.health, step.check)
-        self.close_action(step, Outcome.failed, f"The step failed to run: {message}", None)
+        if unknown:
+            self.close_action(
+                step,
+                ActionOutcome.unknown,
+                "Whether the action took effect is unknown; the next observation decides. "
+                f"The step ended without a result to take: {message}",
+                None,
+            )
+        else:
+            self.close_action(
+                step, ActionOutcome.failed, f"The step failed to run: {message}", None
+            )
         self.launch_observe()
 
     def failures_in_a_row(self) -> int:

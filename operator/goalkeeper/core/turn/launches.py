@@ -7,10 +7,10 @@ from goalkeeper.core import authority, guards, health
 from goalkeeper.core.events import LaunchStep
 from goalkeeper.core.models import (
     ActionKind,
+    ActionOutcome,
     ActionRequest,
     LastAction,
     Money,
-    Outcome,
     SpendEntry,
     StepInFlight,
     StepInput,
@@ -173,7 +173,11 @@ class Launching(TurnBase):
         st.modelConfig = self.context.model.name
 
     def close_action(
-        self, step: StepInFlight, outcome: Outcome, evidence: str, actual_cost: Money | None
+        self,
+        step: StepInFlight,
+        outcome: ActionOutcome,
+        evidence: str,
+        actual_cost: Money | None,
     ) -> None:
         st = self.status
         action = step.action
