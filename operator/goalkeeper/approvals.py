@@ -67,6 +67,40 @@ def approval_body(
     }
 
 
+def create_approval(
+    api_client: Any,
+    monitor: dict[str, Any],
+    request_id: str,
+    decision: ApprovalDecision,
+    *,
+    amount: float | None = None,
+    reason: str = "",
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Create the MonitorApproval answering `request_id` as the client's user, named as the
+    API server reports them (a SelfSubjectReview); `extra`: more of its spec."""
+    from kubernetes import client
+
+    authentication: Any = client.AuthenticationV1Api(api_client)
+    review = authentication.create_self_subject_review(
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    )
+    body = approval_body(
+        monitor,
+        request_id,
+        decision,
+        approver=str(review.status.user_info.username),
+        amount=amount,
+        reason=reason,
+    )
+    body["spec"].update(extra or {})
+    custom: Any = client.CustomObjectsApi(api_client)
+    made: dict[str, Any] = custom.create_namespaced_custom_object(
+        GROUP, VERSION, monitor["metadata"]["namespace"], "monitorapprovals", body
+    )
+    return made
+
+
 def answer(
     monitor_name: str,
     namespace: str | None,
@@ -113,21 +147,8 @@ def answer(
             return 1
         print(f"Monitor {namespace}/{monitor_name} asks for approval:", file=out)
         print(describe_request(status), file=out)
-        authentication: Any = client.AuthenticationV1Api(api_client)
-        review = authentication.create_self_subject_review(
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-        )
-        approver = str(review.status.user_info.username)
-        body = approval_body(
-            monitor,
-            status.approval.id,
-            decision,
-            approver=approver,
-            amount=amount,
-            reason=reason,
-        )
-        made: dict[str, Any] = custom.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, "monitorapprovals", body
+        made = create_approval(
+            api_client, monitor, status.approval.id, decision, amount=amount, reason=reason
         )
     except ApiException as error:
         print(f"goalkeeper: {error.status} {error.reason}: {server_message(error)}", file=err)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from goalkeeper.approvals import approval_body
+from goalkeeper.approvals import create_approval
 from goalkeeper.controller.manifests import GROUP, VERSION
 from goalkeeper.core import authority
 from goalkeeper.core.models import ApprovalDecision, ApprovalKind, MonitorStatus
@@ -86,22 +86,13 @@ def run(
                 file=err,
             )
             return 2
-        authentication: Any = client.AuthenticationV1Api(api_client)
-        review = authentication.create_self_subject_review(
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-        )
-        body = approval_body(
+        made = create_approval(
+            api_client,
             monitor,
             request_id(status),
             ApprovalDecision.approve,
-            approver=str(review.status.user_info.username),
             reason=reason,
-        )
-        body["metadata"]["generateName"] = f"{monitor_name[:50]}-authority-"
-        body["spec"]["grants"] = list(grants)
-        body["spec"]["denied"] = list(denied)
-        made: dict[str, Any] = custom.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, "monitorapprovals", body
+            extra={"grants": list(grants), "denied": list(denied)},
         )
     except ApiException as error:
         print(f"goalkeeper: {error.status} {error.reason}: {server_message(error)}", file=err)
