@@ -154,13 +154,13 @@ def test_a_reading_that_turns_a_prohibition_into_a_grant_is_dropped(
 
     model.default = Scenario(cluster.ns, observe, reading=misread)
     cluster.create_monitor(task=WATCH_ONLY, everyMinutes=1)
-    status = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)
-
-    assert status["stop"]["reason"] == "outsideAuthority"
-    assert (
-        "'resume-job' is not among the recorded authorized actions (none)"
-        in (status["stop"]["message"])
+    # The words are not read whole, so the act the reading does not cover goes to a person
+    # (who may correct the reading) instead of running or being guessed at.
+    status = wait_until(
+        lambda: (s := cluster.status()).get("approval") and s, 120, "a person asked", operator.logs
     )
+    assert status["approval"]["kind"] == "authority" and status["monitor"] == "active"
+    assert "the task reader saw a grant here" in status["approval"]["message"]
     assert status.get("authorizedActions", []) == []
     dropped = "\n".join(status["authority"]["dropped"])
     # Neither sentence reads as a grant: a permission to read logs, and a prohibition.
