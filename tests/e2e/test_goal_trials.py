@@ -528,10 +528,9 @@ def pinned(scenario: Scenario, reference: Reference) -> PinnedAuthority:
     )
 
 
-def person_grants(scenario: Scenario) -> list[str]:
+def person_grants(scenario: Scenario, reference: Reference) -> list[str]:
     """What the person adds when the reading waits for them: each grant the reference
     needs that the engine did not read from the task, in words the reading parses whole."""
-    reference = REFERENCES[scenario.name]
     read = {a.id for a in pinned(scenario, reference).actions}
     return [f"{g.id}={g.typed}" for g in reference.grants if g.id not in read and g.typed]
 
@@ -702,11 +701,11 @@ def test_the_reference_reading_is_what_the_engine_pins_and_its_acts_pass_the_gua
     )
     if held.record.unclear:
         # The person confirms the reading, adding what the engine could not read.
-        added, refused = authority.person_grants(person_grants(scenario))
+        added, refused = authority.person_grants(person_grants(scenario, reference))
         assert refused == []
         authority.confirm(status, "person", grants=added)
     else:
-        assert person_grants(scenario) == [], "a reading read whole needs no person"
+        assert person_grants(scenario, reference) == [], "a reading read whole needs no person"
     needed = [g.id for g in reference.grants if g.id not in UNTYPED]
     assert [a.id for a in status.authorizedActions] == needed
     for grant in reference.grants:
@@ -750,7 +749,11 @@ def suite(agent: ReferenceAgent, tmp_path_factory: pytest.TempPathFactory) -> It
         )
         logs = tmp_path_factory.mktemp("goal-trials")
         with Suite(
-            environ=environ, step_seconds=STEP_SECONDS, logs=logs, person=person_grants
+            environ=environ,
+            step_seconds=STEP_SECONDS,
+            logs=logs,
+            # The person answers for the trial the agent plays, as registered.
+            person=lambda scenario: person_grants(*agent.trials[scenario.namespace]),
         ) as suite:
             agent.api = suite.cluster.api_client()
             yield suite
