@@ -185,7 +185,7 @@ def create_step(api_client: Any, namespace: str, name: str, kind: str, **input_:
         "kind": kind,
         "check": 2,
         "maxChecks": 10,
-        "task": "Keep Deployment web in this namespace at 3 replicas. Scaling web is allowed.",
+        "task": "Keep Deployment web in this namespace at 3 replicas. You may scale Deployment web to 3.",
         "stopWhen": "Stop when the user asks.",
         **input_,
     }
@@ -603,17 +603,17 @@ def test_extract_step_reads_the_task_alone_and_offers_only_its_sentences_as_quot
         tmp_path,
         step="m-extract-1",
     )
-    task = "Keep Deployment web in this namespace at 3 replicas. Scaling web is allowed."
+    task = "Keep Deployment web in this namespace at 3 replicas. You may scale Deployment web to 3."
     create_step(api_client, namespace, "m-extract-1", "extract", check=0)
-    # A reading the engine keeps whole: a resource quoted from "Scaling web is allowed."
-    # (no kind beside the name) would be dropped, and the step would ask again.
+    # A reading the engine keeps whole: a grant quoted from a sentence the grammar does not
+    # read ("Scaling web is allowed.") would be named to the model, which would read again.
     answer = {
         "goal": "Deployment web runs 3 replicas.",
         "authorizedActions": [
             {
                 "id": "scale-web",
                 "description": "Scale Deployment web to 3 replicas.",
-                "quote": "Scaling web is allowed.",
+                "quote": "You may scale Deployment web to 3.",
             }
         ],
     }
@@ -637,7 +637,7 @@ def test_extract_step_reads_the_task_alone_and_offers_only_its_sentences_as_quot
         q["enum"]
         == [
             "Keep Deployment web in this namespace at 3 replicas.",
-            "Scaling web is allowed.",
+            "You may scale Deployment web to 3.",
             "Stop when the user asks.",
         ]
         for q in quote_schemas
