@@ -185,7 +185,10 @@ def create_step(api_client: Any, namespace: str, name: str, kind: str, **input_:
         "kind": kind,
         "check": 2,
         "maxChecks": 10,
-        "task": "Keep Deployment web in this namespace at 3 replicas. You may scale Deployment web to 3.",
+        "task": (
+            "Keep Deployment web in this namespace at 3 replicas. You may scale Deployment web "
+            "to 3."
+        ),
         "stopWhen": "Stop when the user asks.",
         **input_,
     }
