@@ -42,14 +42,15 @@ ACT_CHECK = re.compile(r"^Check: (\d+)$", re.M)
 def task(name: str) -> str:
     return (
         f"Monitor {name} of the fault suite: Job {name} in this namespace must complete. You "
-        f"may resume Job {name} (spec.suspend=false) and hand a configuration defect to the "
-        "repair workflow. Do not change anything else."
+        f"may resume Job {name} (spec.suspend=false). You may fix a configuration defect "
+        "through the repair workflow. Do not change anything else."
     )
 
 
 def reading(name: str, namespace: str) -> dict[str, Any]:
     """What the task reading finds in `task(name)`: the grants `FleetModel` acts on."""
-    first, grant = task(name).split(". ")[:2]
+    first, grant, fix = task(name).split(". ")[:3]
+    grant, fix = f"{grant}.", f"{fix}."
     return extraction(
         allowedSystems=[{"entry": f"Job {name} in namespace {namespace}", "quote": first}],
         allowedResources=[{"entry": f"jobs/{name}", "quote": grant}],
@@ -59,7 +60,7 @@ def reading(name: str, namespace: str) -> dict[str, Any]:
             {
                 "id": "fix-config",
                 "description": f"Hand a configuration defect of Job {name} to the repair workflow.",
-                "quote": grant,
+                "quote": fix,
             },
         ],
     )
@@ -194,8 +195,11 @@ class FleetModel:
             return observation_dict(
                 "act",
                 work="idle",
+                # Under a grant the act step carries out with the model: each act step's
+                # model request is what counts a doubled act (a typed resume asks none).
                 action=action(
                     action=f"Resume Job {name} (set spec.suspend=false).",
+                    authorizedActionId="fix-config",
                     mutationSet=[f"jobs/{name}"],
                     failureId=f"{name}-suspended",
                     targetStateId=f"{name}-check-{n}",

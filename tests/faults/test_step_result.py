@@ -48,7 +48,11 @@ def observe(facts: Facts, n: int) -> dict[str, Any]:
             "idle",
             facts,
             "Suspended; resuming it.",
-            action=action(action="Resume Job build (set spec.suspend=false)."),
+            # Under a grant the act step carries out with the model, so the model's answer
+            # is the moment the result is written (a typed resume asks no model).
+            action=action(
+                action="Resume Job build (set spec.suspend=false).", authorizedActionId="fix-config"
+            ),
         )
     if facts.succeeded:
         done = "Job build succeeded."
