@@ -805,8 +805,6 @@ def _grant_phrase(c: _Cursor, namespace: str, quote: str, source: Words) -> list
     if verb is GrantVerb.scale:
         c.take(("up",)) or c.take(("down",))
     objects = _objects(c, namespace)
-    if verb is GrantVerb.rerun and objects and c.take(("again",)):
-        pass
     return _made(verb, objects, c, namespace, quote, source)
 
 
@@ -952,8 +950,8 @@ def _grant_clause(c: _Cursor, namespace: str, quote: str, source: Words) -> list
     return grants
 
 
-def _prohibited_verb(c: _Cursor) -> tuple[bool, GrantVerb | None, frozenset[GrantVerb]] | None:
-    """A forbidden verb: (found, the verb, the verbs it forbids); any change forbids all."""
+def _prohibited_verb(c: _Cursor) -> tuple[GrantVerb | None, frozenset[GrantVerb]] | None:
+    """A forbidden verb: (the verb, the verbs it forbids); any change forbids all."""
     word = c.peek()
     if word in _VERB_WORDS:
         c.at += 1
@@ -962,16 +960,16 @@ def _prohibited_verb(c: _Cursor) -> tuple[bool, GrantVerb | None, frozenset[Gran
             c.take(("a", "rollout", "of"))
         if verb is GrantVerb.scale:
             c.take(("up",)) or c.take(("down",))
-        return True, verb, frozenset({verb})
+        return verb, frozenset({verb})
     if word in _ANY_CHANGE:
         c.at += 1
         c.take(("with",))
-        return True, None, frozenset(GrantVerb)
+        return None, frozenset(GrantVerb)
     if word in _DELETE:
         c.at += 1
-        return True, None, _DELETING
+        return None, _DELETING
     if c.take(("mess", "with")) or c.take(("messing", "with")):
-        return True, None, frozenset(GrantVerb)
+        return None, frozenset(GrantVerb)
     return None
 
 
@@ -1007,7 +1005,7 @@ def _prohibition_clause(
     while True:
         verb_read = _prohibited_verb(c)
         # "Forbidden: Deployment db" names no verb: any change to it is forbidden.
-        _, verb, forbids = verb_read or (False, None, frozenset(GrantVerb))
+        verb, forbids = verb_read or (None, frozenset(GrantVerb))
         what = _forbidden_objects(c, namespace)
         if what is None:
             raise _NoParse(f"'{c.rest()}' names nothing forbidden")
