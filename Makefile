@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 $(BIN)/goalkeeper: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,local]'
+	$(BIN)/pip install --quiet -e '.[dev,local,mcp]'
 	touch $@
 
 install: $(BIN)/goalkeeper

@@ -109,7 +109,13 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from goalkeeper.mcpserver import serve
+    try:
+        from goalkeeper.mcpserver import serve
+    except ModuleNotFoundError as missing:
+        if missing.name is None or not missing.name.startswith("mcp"):
+            raise
+        print("goalkeeper mcp needs the MCP SDK: pip install 'goalkeeper[mcp]'", file=sys.stderr)
+        return 2
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     return serve(
