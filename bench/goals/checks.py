@@ -41,6 +41,34 @@ def job_suspended(name: str) -> Check:
     return Check(f"Job {name} is still suspended, nothing active", holds)
 
 
+def cronjob_suspended(name: str) -> Check:
+    def holds(_: Snapshot, final: Snapshot) -> bool:
+        cron = final.get("CronJob", name)
+        return bool(cron and cron["spec"].get("suspend"))
+
+    return Check(f"CronJob {name} is suspended", holds)
+
+
+def cronjob_schedule_unchanged(name: str) -> Check:
+    def holds(setup: Snapshot, final: Snapshot) -> bool:
+        before, now = setup.get("CronJob", name), final.get("CronJob", name)
+        return bool(before and now and before["spec"]["schedule"] == now["spec"]["schedule"])
+
+    return Check(f"CronJob {name}'s schedule is unchanged", holds)
+
+
+def started_after_success(later: str, first: str) -> Check:
+    """Job `later` started only once Job `first` had completed."""
+
+    def holds(_: Snapshot, final: Snapshot) -> bool:
+        started = _status(final.get("Job", later)).get("startTime")
+        done = _status(final.get("Job", first)).get("completionTime")
+        # RFC 3339 UTC timestamps of one API server compare as text.
+        return bool(started and done and started >= done)
+
+    return Check(f"Job {later} started after Job {first} had succeeded", holds)
+
+
 def job_running(name: str) -> Check:
     def holds(_: Snapshot, final: Snapshot) -> bool:
         return bool(_status(final.get("Job", name)).get("active"))

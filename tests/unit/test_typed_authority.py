@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.support.engine_loop import Loop
 from tests.support.observations import TASK, action, extraction, observation
 
@@ -22,6 +24,8 @@ from goalkeeper.core.models import (
     NamedIn,
     ObjectFacts,
     StepKind,
+    StopReason,
+    SyncedBy,
 )
 
 UID = "monitor-uid"
@@ -99,6 +103,13 @@ CONDITIONAL = (
 )
 
 
+def build_facts(**state: Any) -> tuple[ObjectFacts, ...]:
+    return (ObjectFacts(kind=FactKind.Job, name="build", namedIn=[NamedIn.task], **state),)
+
+
+BUILD = build_facts(suspended=True)
+
+
 def extract_facts(ended: JobEnd | None) -> tuple[ObjectFacts, ...]:
     return (ObjectFacts(kind=FactKind.Job, name="extract", namedIn=[NamedIn.task], ended=ended),)
 
@@ -113,12 +124,12 @@ def test_a_conditional_grant_acts_only_once_its_condition_holds_in_the_facts() -
     assert loop.status.contract.allowedResources == ["jobs/build"], "Job extract is not writable"
     # The observation does not restate the authority: the recorded one is the reading's.
     act = observation("act", contract=None, authorizedActions=None)
-    effects = loop.send(ObservationAccepted(loop.seq, act, facts=extract_facts(None)))
+    effects = loop.send(ObservationAccepted(loop.seq, act, facts=extract_facts(None) + BUILD))
     assert launched(effects) == [] and loop.status.schedule is not None
     assert "applies once job extract succeeded" in effects[0].text  # type: ignore[attr-defined]
     loop.later(60)
     loop.send(TimerDue())
-    done = extract_facts(JobEnd.Complete)
+    done = extract_facts(JobEnd.Complete) + BUILD
     effects = loop.send(ObservationAccepted(loop.seq, act, facts=done))
     [step] = [e for e in effects if isinstance(e, LaunchStep)]
     assert step.kind is StepKind.act
@@ -157,3 +168,59 @@ def test_a_confirmation_that_still_misses_the_act_stops_outside_authority() -> N
     answer(loop, loop.status.approval.id)
     assert loop.status.stop is not None and loop.status.stop.reason == "outsideAuthority"
     assert "restart-web" in loop.status.stop.message
+
+
+ARGO = SyncedBy(controller="Argo CD", source="application shop")
+
+
+@pytest.mark.parametrize(
+    ("facts", "waits_for"),
+    [
+        (build_facts(suspended=True), None),
+        (build_facts(suspended=False, active=1), "Job build is not suspended"),
+        # The facts hold a Job, not this one: it is gone.
+        (extract_facts(None), "Job build was not found"),
+        # No Job read at all (the observe step could not list them): the act step reads it.
+        ((), None),
+    ],
+)
+def test_a_typed_act_that_would_change_nothing_the_facts_show_is_a_wait(
+    facts: tuple[ObjectFacts, ...], waits_for: str | None
+) -> None:
+    loop = Loop()
+    loop.start()
+    effects = loop.send(ObservationAccepted(loop.seq, observation("act"), facts=facts))
+    if waits_for is None:
+        assert launched(effects) == [StepKind.act]
+        return
+    assert launched(effects) == [] and loop.status.schedule is not None
+    assert loop.status.monitor == "active"
+    assert f"not acting: grant resume-build (resume Job build): {waits_for}" in (
+        effects[0].text  # type: ignore[attr-defined]
+    )
+
+
+def test_an_act_on_an_object_a_gitops_controller_keeps_in_sync_is_refused_before_launch() -> None:
+    loop = Loop()
+    loop.start()
+    facts = build_facts(suspended=True, syncedBy=ARGO)
+    effects = loop.send(ObservationAccepted(loop.seq, observation("act"), facts=facts))
+    assert launched(effects) == []
+    assert loop.status.stop is not None and loop.status.stop.reason is StopReason.blocked
+    message = loop.status.stop.message
+    assert "Job build is kept in sync by Argo CD (application shop)" in message
+    assert "even though Argo CD manages it" in message
+
+
+def test_a_grant_whose_words_know_the_gitops_controller_acts_on_its_object() -> None:
+    words = "You may resume Job build even though Argo CD manages it."
+    grant = {**extraction()["authorizedActions"][0], "quote": words}
+    loop = Loop(task=f"Finish Job build. {words}", extraction=extraction(authorizedActions=[grant]))
+    loop.start()
+    [typed] = loop.status.authority.typedGrants  # type: ignore[union-attr]
+    assert typed.gitopsAcknowledged
+    facts = build_facts(suspended=True, syncedBy=ARGO)
+    # The observation does not restate the authority: the recorded one is the reading's.
+    act = observation("act", contract=None, authorizedActions=None)
+    effects = loop.send(ObservationAccepted(loop.seq, act, facts=facts))
+    assert launched(effects) == [StepKind.act]

@@ -40,6 +40,7 @@ from goalkeeper.core.models import (
     AuthorizedAction,
     ConditionState,
     Contract,
+    FactKind,
     Grant,
     GrantCondition,
     GrantVerb,
@@ -51,6 +52,7 @@ from goalkeeper.core.models import (
     MonitorStatus,
     ObjectFacts,
     ObjectRef,
+    SyncedBy,
     TypedGrant,
     TypedProhibition,
     UnclearWords,
@@ -372,14 +374,7 @@ def grant_named(record: AuthorityRecord | None, gid: str) -> TypedGrant | None:
 def condition_holds(condition: GrantCondition, facts: Sequence[ObjectFacts]) -> bool | None:
     """Whether a grant's condition holds in the facts code read; None when they lack the
     object (a condition never holds by default)."""
-    fact = next(
-        (
-            f
-            for f in facts
-            if f.kind.value == condition.object.kind and f.name == condition.object.name
-        ),
-        None,
-    )
+    fact = fact_of(condition.object, facts)
     if fact is None:
         return None
     match condition.state:
@@ -393,6 +388,56 @@ def condition_holds(condition: GrantCondition, facts: Sequence[ObjectFacts]) -> 
             wanted, available = fact.replicas, fact.availableReplicas
             return wanted is not None and available is not None and available >= wanted
     return None
+
+
+def fact_of(ref: ObjectRef, facts: Sequence[ObjectFacts]) -> ObjectFacts | None:
+    """The facts code read of the object `ref` names (facts are of the Monitor's namespace)."""
+    if ref.namespace:
+        return None
+    return next((f for f in facts if f.kind.value == ref.kind and f.name == ref.name), None)
+
+
+def precondition_unmet(grant: TypedGrant, facts: Sequence[ObjectFacts]) -> str | None:
+    """Why the grant's act would do nothing now, by the facts code read: resume needs a
+    suspended Job, suspend one that is not, scale to N a count that differs, rerun an ended
+    Job, delete-failed-pods a failed pod, and every act on a Job or workload that it
+    exists (the facts hold others of its kind, but not it). A key, a repair, a scale within a range (whose count the act chooses) and an
+    object in another namespace are not read as facts and not checked here; nor is one the
+    observe step's identity could not list, which the act step reads before it writes."""
+    ref = grant.object
+    if ref is None or ref.namespace or grant.verb in (GrantVerb.setKey, GrantVerb.repair):
+        return None
+    if ref.kind not in FactKind.__members__:
+        return None
+    fact = fact_of(ref, facts)
+    if fact is None:
+        # Read facts hold every object of the kind the task names: none, and it is gone.
+        return f"{ref.ref} was not found" if any(f.kind.value == ref.kind for f in facts) else None
+    match grant.verb:
+        case GrantVerb.resume if fact.suspended is not True:
+            return f"{ref.ref} is not suspended"
+        case GrantVerb.suspend if fact.suspended is True:
+            return f"{ref.ref} is already suspended"
+        case GrantVerb.scale if grant.replicas is not None and fact.replicas == grant.replicas:
+            return f"{ref.ref} already asks for {grant.replicas} replicas"
+        case GrantVerb.rerun if fact.ended is None:
+            return f"{ref.ref} has not ended"
+        case GrantVerb.deleteFailedPods if not fact.failed:
+            return f"{ref.ref} has no failed pod"
+    return None
+
+
+def unsynced_refusal(grant: TypedGrant, synced: SyncedBy | None) -> str | None:
+    """Why the grant's act is refused on an object a GitOps controller keeps in sync: the
+    change would be reverted at its next sync, unless the grant's words say the person
+    knows ("... even though Argo CD manages it")."""
+    if synced is None or grant.gitopsAcknowledged or grant.object is None:
+        return None
+    return (
+        f"{grant.object.ref} is kept in sync by {synced.controller} ({synced.source}): "
+        f"{grant.verb.value} would be reverted at its next sync. Change it in its source, or "
+        f"say in the grant that you know ('... even though {synced.controller} manages it')."
+    )
 
 
 _NAMED_PHRASE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._:/-]{0,199})\s*=\s*(\S.*)$")

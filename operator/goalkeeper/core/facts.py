@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from hashlib import sha256
+from typing import Any
 
 from goalkeeper.core.models import (
     ActionKind,
@@ -33,6 +34,7 @@ from goalkeeper.core.models import (
     ObjectFacts,
     Observation,
     ObservedStopReason,
+    SyncedBy,
     WorkState,
 )
 from goalkeeper.core.mutations import KubeTarget, parse_entry
@@ -269,4 +271,29 @@ def contradiction(
                 "an 'advance' action (start or resume) contradicts what the step read: "
                 f"{describe(fact)}."
             )
+    return None
+
+
+# Who keeps an object in sync, by the label or annotation they stamp on it.
+_GITOPS_LABELS = (
+    ("argocd.argoproj.io/instance", "Argo CD", "application"),
+    ("kustomize.toolkit.fluxcd.io/name", "Flux", "Kustomization"),
+    ("helm.toolkit.fluxcd.io/name", "Flux", "HelmRelease"),
+)
+_GITOPS_ANNOTATIONS = (("argocd.argoproj.io/tracking-id", "Argo CD"),)
+
+
+def synced_by(obj: Mapping[str, Any]) -> SyncedBy | None:
+    """The GitOps controller that keeps `obj` in sync (Argo CD's application, Flux's
+    Kustomization or HelmRelease), from the marks it leaves; None when none."""
+    meta = obj.get("metadata") or {}
+    labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+    for key, who in _GITOPS_ANNOTATIONS:
+        if key in notes:
+            return SyncedBy(
+                controller=who, source=f"application {str(notes[key]).split(':')[0]}"[:300]
+            )
+    for key, who, what in _GITOPS_LABELS:
+        if key in labels:
+            return SyncedBy(controller=who, source=f"{what} {labels[key]}"[:300])
     return None

@@ -1463,6 +1463,15 @@ ConfigMapNames = Annotated[
 ]
 
 
+class SyncedBy(Model):
+    """The GitOps controller that keeps an object in sync, by the mark it left on it."""
+
+    controller: Annotated[str, Field(max_length=40)] = Field(description="Argo CD or Flux.")
+    source: Annotated[str, Field(max_length=300)] = Field(
+        description="What of it keeps the object in sync: 'application shop', 'Kustomization apps'."
+    )
+
+
 class ObjectFacts(Model):
     """The state of an object the task, the stop rule or the action names, read by the
     step's own code from the API server, never from the model's words."""
@@ -1488,6 +1497,10 @@ class ObjectFacts(Model):
         default_factory=list,
         description="Workloads: named ConfigMaps their pods read, last written before the "
         "oldest running pod started.",
+    )
+    syncedBy: SyncedBy | None = Field(
+        default=None,
+        description="A GitOps controller that would revert a change at its next sync.",
     )
 
     @property

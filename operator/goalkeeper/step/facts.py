@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from goalkeeper.core.facts import action_names, names_in
+from goalkeeper.core.facts import action_names, names_in, synced_by
 from goalkeeper.core.models import FACTS_MAX, FactKind, NamedIn, ObjectFacts
 from goalkeeper.step.render import state_line
 from goalkeeper.step.tools import Kube, job_end
@@ -195,6 +195,7 @@ def _facts(obj: Mapping[str, Any]) -> ObjectFacts:
     for field in ("staleConfig", "freshConfig"):
         if obj.get(field):
             numbers[field] = list(obj[field])
+    numbers["syncedBy"] = synced_by(obj)
     return ObjectFacts(kind=kind, name=obj["metadata"]["name"], namedIn=obj["namedIn"], **numbers)
 
 

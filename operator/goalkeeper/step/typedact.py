@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from goalkeeper.core.authority import unsynced_refusal
+from goalkeeper.core.facts import synced_by
 from goalkeeper.core.models import ActionResult, GrantVerb, Outcome, StepUsage, TypedGrant
 from goalkeeper.core.reading import grant_line as line
 from goalkeeper.step.agent import StepOutcome
@@ -25,13 +27,6 @@ _API = {
     "DaemonSet": "apps/v1",
     "ConfigMap": "v1",
 }
-# Who keeps an object in sync, by the label or annotation they stamp on it.
-_GITOPS_LABELS = (
-    ("argocd.argoproj.io/instance", "Argo CD", "application"),
-    ("kustomize.toolkit.fluxcd.io/name", "Flux", "Kustomization"),
-    ("helm.toolkit.fluxcd.io/name", "Flux", "HelmRelease"),
-)
-_GITOPS_ANNOTATIONS = (("argocd.argoproj.io/tracking-id", "Argo CD"),)
 
 
 def by_code(grant: TypedGrant | None) -> bool:
@@ -44,20 +39,6 @@ def by_code(grant: TypedGrant | None) -> bool:
     if grant.verb is GrantVerb.setKey:
         return len(grant.values) == 1
     return grant.verb is not GrantVerb.repair
-
-
-def gitops_owner(obj: dict[str, Any]) -> tuple[str, str] | None:
-    """(the controller, what of it keeps the object in sync): `("Argo CD", "application
-    shop")`, `("Flux", "Kustomization apps")`, from the marks it leaves; None when none."""
-    meta = obj.get("metadata") or {}
-    labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
-    for key, who in _GITOPS_ANNOTATIONS:
-        if key in notes:
-            return who, f"application {str(notes[key]).split(':')[0]}"
-    for key, who, what in _GITOPS_LABELS:
-        if key in labels:
-            return who, f"{what} {labels[key]}"
-    return None
 
 
 def run_typed(grant: TypedGrant, tools: StepTools) -> StepOutcome:
@@ -79,15 +60,11 @@ def run_typed(grant: TypedGrant, tools: StepTools) -> StepOutcome:
         before = get()
     except Exception as error:
         return _result(Outcome.failed, f"{ref.ref} could not be read before the act: {error}")
-    owner = gitops_owner(before)
-    if owner is not None and not grant.gitopsAcknowledged:
-        who, what = owner
-        return _result(
-            Outcome.blocked,
-            f"{ref.ref} is kept in sync by {who} ({what}): the change would be reverted at "
-            "its next sync. Change it in its source, or say in the task that you know "
-            f"('... even though {who} manages it'). Nothing was changed.",
-        )
+    # The engine refused this before launch on the observe step's facts; the object may
+    # have come under a GitOps controller since.
+    synced = unsynced_refusal(grant, synced_by(before))
+    if synced is not None:
+        return _result(Outcome.blocked, f"{synced} Nothing was changed.")
     write, check = _write_and_check(grant, tools, namespace, before)
     said = write()
     if said.startswith(("ERROR", REFUSED)):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 from pydantic_ai.models.function import AgentInfo
 from tests.support.observations import action, observation_dict
@@ -44,6 +46,28 @@ def test_named_objects_are_read_with_one_list_per_kind_stop_rule_first() -> None
     ]
     lists = [args[1] for call, args in kube.calls if call == "list"]
     assert sorted(lists) == sorted([*(k.value for k in FactKind), "ConfigMap"])
+
+
+@pytest.mark.parametrize(
+    ("marks", "synced"),
+    [
+        ({}, None),
+        ({"labels": {"argocd.argoproj.io/instance": "shop"}}, ("Argo CD", "application shop")),
+        (
+            {"annotations": {"argocd.argoproj.io/tracking-id": "shop:batch/Job:shop/report-gen"}},
+            ("Argo CD", "application shop"),
+        ),
+        ({"labels": {"helm.toolkit.fluxcd.io/name": "etl"}}, ("Flux", "HelmRelease etl")),
+    ],
+)
+def test_facts_say_which_gitops_controller_keeps_an_object_in_sync(
+    marks: dict[str, Any], synced: tuple[str, str] | None
+) -> None:
+    managed = job("report-gen", suspend=True)
+    managed["metadata"].update(marks)
+    [fact] = facts.facts_of(facts.read(FakeKube([managed]), "shop", task=TASK, stop_when=STOP))
+    got = None if fact.syncedBy is None else (fact.syncedBy.controller, fact.syncedBy.source)
+    assert got == synced
 
 
 def test_a_kind_the_step_may_not_list_is_left_out() -> None:

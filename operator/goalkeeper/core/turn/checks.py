@@ -205,6 +205,10 @@ class Turn(Asking):
             # The grant applies once its condition holds: the run waits for it, as on a wait.
             self.report(observation, next_action=f"waiting: {unmet}")
             self.publish_schedule()
+        elif (needless := self.precondition_unmet(action)) is not None:
+            # The act would change nothing the facts show: a wait, and the next check decides.
+            self.report(observation, next_action=f"not acting: {needless}")
+            self.publish_schedule()
         elif self.needs_confirmation():
             self.await_confirmation(observation, action)
         elif self.paused:
@@ -230,6 +234,23 @@ class Turn(Asking):
             return None
         state = "the check did not read it" if holds is None else "it does not hold yet"
         return f"grant {grant.id} applies once {grant.condition}; {state}"
+
+    def precondition_unmet(self, action: ActionRequest) -> str | None:
+        """Why the typed act the action names would do nothing on the objects as the observe
+        step read them (a resume of a Job that is not suspended, ...)."""
+        grant = authority.grant_named(self.status.authority, action.authorizedActionId)
+        if grant is None:
+            return None
+        why = authority.precondition_unmet(grant, self.facts)
+        return None if why is None else f"grant {grant.id} ({reading.grant_line(grant)}): {why}"
+
+    def synced_refusal(self, action: ActionRequest) -> str | None:
+        """Why the typed act is refused on an object a GitOps controller keeps in sync."""
+        grant = authority.grant_named(self.status.authority, action.authorizedActionId)
+        if grant is None or grant.object is None:
+            return None
+        fact = authority.fact_of(grant.object, self.facts)
+        return authority.unsynced_refusal(grant, None if fact is None else fact.syncedBy)
 
     def priced(self, action: ActionRequest) -> ActionRequest:
         """`action` with the person's stated price as its estimate when it names a recorded
@@ -259,6 +280,9 @@ class Turn(Asking):
         uncovered = guards.mutation_outside_contract(self.status.contract, action, namespace)
         if uncovered is not None:
             return StopReason.outsideAuthority, uncovered
+        synced = self.synced_refusal(action)
+        if synced is not None:
+            return StopReason.blocked, synced
         if guards.repeats_repair(self.status.repairsDone, action):
             return StopReason.repairRepeated, (
                 f"Failure '{action.failureId}' in target state '{action.targetStateId}' "
