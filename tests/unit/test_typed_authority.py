@@ -224,3 +224,38 @@ def test_a_grant_whose_words_know_the_gitops_controller_acts_on_its_object() -> 
     act = observation("act", contract=None, authorizedActions=None)
     effects = loop.send(ObservationAccepted(loop.seq, act, facts=facts))
     assert launched(effects) == [StepKind.act]
+
+
+def test_a_confirmed_act_is_checked_on_the_facts_of_the_check_that_asked_for_it() -> None:
+    task = "Deployment web is stuck. You may restart it."
+    restart = action(authorizedActionId="restart-web", mutationSet=["deployments/web"])
+    act = observation("act", action=restart, contract=None, authorizedActions=None)
+    web = ObjectFacts(
+        kind=FactKind.Deployment, name="web", namedIn=[NamedIn.task], replicas=1, syncedBy=ARGO
+    )
+    loop = Loop(task=task, extraction=extraction(authorizedActions=[]))
+    loop.start()
+    loop.send(ObservationAccepted(loop.seq, act, facts=(web,)))
+    assert loop.status.approval is not None and loop.status.approval.facts == [web]
+    # The person grants the restart, but not on an object Argo CD keeps in sync.
+    effects = answer(loop, loop.status.approval.id, grants=["restart-web=restart Deployment web"])
+    assert launched(effects) == []
+    assert loop.status.stop is not None and loop.status.stop.reason is StopReason.blocked
+    assert "kept in sync by Argo CD (application shop)" in loop.status.stop.message
+
+
+def test_a_conditional_grant_a_person_adds_waits_for_its_condition() -> None:
+    task = "Job build loads what Job extract writes. You may resume it after that."
+    loop = Loop(task=task, extraction=extraction(authorizedActions=[]))
+    loop.start()
+    act = observation("act", contract=None, authorizedActions=None)
+    loop.send(ObservationAccepted(loop.seq, act, facts=extract_facts(None) + BUILD))
+    assert loop.status.approval is not None
+    grant = "resume-build=resume Job build once Job extract has succeeded"
+    effects = answer(loop, loop.status.approval.id, grants=[grant])
+    # Job extract has not ended in the facts the check read: a fresh check decides.
+    assert launched(effects) == [StepKind.observe]
+    effects = loop.send(ObservationAccepted(loop.seq, act, facts=extract_facts(None) + BUILD))
+    assert launched(effects) == [] and "applies once job extract succeeded" in (
+        effects[0].text  # type: ignore[attr-defined]
+    )

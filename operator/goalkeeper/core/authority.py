@@ -400,10 +400,11 @@ def fact_of(ref: ObjectRef, facts: Sequence[ObjectFacts]) -> ObjectFacts | None:
 def precondition_unmet(grant: TypedGrant, facts: Sequence[ObjectFacts]) -> str | None:
     """Why the grant's act would do nothing now, by the facts code read: resume needs a
     suspended Job, suspend one that is not, scale to N a count that differs, rerun an ended
-    Job, delete-failed-pods a failed pod, and every act on a Job or workload that it
-    exists (the facts hold others of its kind, but not it). A key, a repair, a scale within a range (whose count the act chooses) and an
-    object in another namespace are not read as facts and not checked here; nor is one the
-    observe step's identity could not list, which the act step reads before it writes."""
+    Job, delete-failed-pods a failed pod, and every act on a Job or workload that it exists
+    (the facts hold others of its kind, but not it). A key, a repair, a scale within a range
+    (whose count the act chooses) and an object in another namespace are not read as facts
+    and not checked here; nor is one the observe step's identity could not list, which the
+    act step reads before it writes."""
     ref = grant.object
     if ref is None or ref.namespace or grant.verb in (GrantVerb.setKey, GrantVerb.repair):
         return None

@@ -870,6 +870,11 @@ class ApprovalRequest(Model):
     ignored: Annotated[list[Annotated[str, Field(max_length=253)]], Field(max_length=16)] = Field(
         default_factory=list, description="MonitorApprovals that did not answer it."
     )
+    facts: Annotated[list[ObjectFacts], Field(max_length=FACTS_MAX)] = Field(
+        default_factory=list,
+        description="The facts the check that asked read: the act it holds is checked on "
+        "them again once a person answers.",
+    )
 
 
 class ApprovalRecord(Model):

@@ -9,6 +9,7 @@ from typing import Any
 from goalkeeper.core import authority, guards, health
 from goalkeeper.core.models import (
     APPROVALS_KEPT,
+    FACTS_MAX,
     ActionRequest,
     ApprovalDecision,
     ApprovalKind,
@@ -50,6 +51,7 @@ class Asking(Scheduling):
             f"or approving) applies that reading and runs '{action.action}'; rejecting stops "
             "the monitor.",
             action=action,
+            facts=list(self.facts[:FACTS_MAX]),
         )
         self.report(observation, next_action=f"awaiting confirmation, then: {action.action}")
         self.announce(request)
@@ -145,7 +147,10 @@ class Asking(Scheduling):
         if forbidden is not None:
             return forbidden
         uncovered = guards.mutation_outside_contract(st.contract, action, namespace)
-        return None if uncovered is None else (StopReason.outsideAuthority, uncovered)
+        if uncovered is not None:
+            return StopReason.outsideAuthority, uncovered
+        synced = self.synced_refusal(action)
+        return None if synced is None else (StopReason.blocked, synced)
 
     def window(self, kind: ApprovalKind) -> timedelta:
         """How long a request stays open; a reading waits for its person even where the
@@ -249,11 +254,18 @@ class Asking(Scheduling):
                     f"{who} confirmed the reading"
                     + (": " + "; ".join(changed) if changed else "."),
                 )
+                # The act is checked on the facts of the check that asked for it.
+                self.facts = tuple(request.facts)
                 after = self.refusal_after_confirmation(request.action)
                 if after is not None:
                     # Even as the person confirmed or corrected it, the reading does not
                     # cover this act.
                     self.final_stop(*after)
+                    return
+                if self.condition_unmet(request.action) or self.precondition_unmet(request.action):
+                    # The grant does not apply yet, or the act would change nothing: the
+                    # next check decides on facts read now.
+                    self.launch_observe()
                     return
                 self.launch_action(request.action)
             else:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from goalkeeper.core import authority, health, modelconfig
+from goalkeeper.core import authority, health, modelconfig, reading
 from goalkeeper.core.budget import fit_status
 from goalkeeper.core.conditions import activity, conditions
 from goalkeeper.core.events import Decision, Effect, EmitReport, Notify, StopMonitor
 from goalkeeper.core.models import (
+    ActionRequest,
     Health,
     HealthState,
     MonitorSpec,
@@ -98,6 +99,35 @@ class TurnBase:
     def authority_is_current(self) -> bool:
         """True when authority read from this spec generation's words is recorded."""
         return authority.is_current(self.status, self.status.observedGeneration)
+
+    def condition_unmet(self, action: ActionRequest) -> str | None:
+        """Why the grant the action names does not apply yet: its condition over a named
+        object does not hold in the facts the observe step read (or they lack the object)."""
+        grant = authority.grant_named(self.status.authority, action.authorizedActionId)
+        if grant is None or grant.condition is None:
+            return None
+        holds = authority.condition_holds(grant.condition, self.facts)
+        if holds:
+            return None
+        state = "the check did not read it" if holds is None else "it does not hold yet"
+        return f"grant {grant.id} applies once {grant.condition}; {state}"
+
+    def precondition_unmet(self, action: ActionRequest) -> str | None:
+        """Why the typed act the action names would do nothing on the objects as the observe
+        step read them (a resume of a Job that is not suspended, ...)."""
+        grant = authority.grant_named(self.status.authority, action.authorizedActionId)
+        if grant is None:
+            return None
+        why = authority.precondition_unmet(grant, self.facts)
+        return None if why is None else f"grant {grant.id} ({reading.grant_line(grant)}): {why}"
+
+    def synced_refusal(self, action: ActionRequest) -> str | None:
+        """Why the typed act is refused on an object a GitOps controller keeps in sync."""
+        grant = authority.grant_named(self.status.authority, action.authorizedActionId)
+        if grant is None or grant.object is None:
+            return None
+        fact = authority.fact_of(grant.object, self.facts)
+        return authority.unsynced_refusal(grant, None if fact is None else fact.syncedBy)
 
     def limit_reached(self) -> bool:
         return self.status.checks >= self.spec.maxChecks

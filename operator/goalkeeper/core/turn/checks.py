@@ -223,35 +223,6 @@ class Turn(Asking):
             self.report(observation, next_action=action.action)
             self.launch_action(action)
 
-    def condition_unmet(self, action: ActionRequest) -> str | None:
-        """Why the grant the action names does not apply yet: its condition over a named
-        object does not hold in the facts the observe step read (or they lack the object)."""
-        grant = authority.grant_named(self.status.authority, action.authorizedActionId)
-        if grant is None or grant.condition is None:
-            return None
-        holds = authority.condition_holds(grant.condition, self.facts)
-        if holds:
-            return None
-        state = "the check did not read it" if holds is None else "it does not hold yet"
-        return f"grant {grant.id} applies once {grant.condition}; {state}"
-
-    def precondition_unmet(self, action: ActionRequest) -> str | None:
-        """Why the typed act the action names would do nothing on the objects as the observe
-        step read them (a resume of a Job that is not suspended, ...)."""
-        grant = authority.grant_named(self.status.authority, action.authorizedActionId)
-        if grant is None:
-            return None
-        why = authority.precondition_unmet(grant, self.facts)
-        return None if why is None else f"grant {grant.id} ({reading.grant_line(grant)}): {why}"
-
-    def synced_refusal(self, action: ActionRequest) -> str | None:
-        """Why the typed act is refused on an object a GitOps controller keeps in sync."""
-        grant = authority.grant_named(self.status.authority, action.authorizedActionId)
-        if grant is None or grant.object is None:
-            return None
-        fact = authority.fact_of(grant.object, self.facts)
-        return authority.unsynced_refusal(grant, None if fact is None else fact.syncedBy)
-
     def priced(self, action: ActionRequest) -> ActionRequest:
         """`action` with the person's stated price as its estimate when it names a recorded
         paid action and gives none: a paid action without one can be neither checked against
