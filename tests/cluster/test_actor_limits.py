@@ -115,13 +115,16 @@ def test_actor_grants_are_patch_only(control_plane: Any, ns: str) -> None:
         ("update", "deployments.apps/scale"),
         ("update", "statefulsets.apps/scale"),
         ("update", "jobs.batch"),
-        ("patch", "daemonsets.apps"),
+        ("update", "daemonsets.apps"),
+        ("update", "cronjobs.batch"),
     ]:
         assert not can_i(control_plane, ns, ACTOR, verb, resource), (verb, resource)
     for verb, resource in [
         ("patch", "configmaps"),
         ("patch", "deployments.apps/scale"),
         ("patch", "statefulsets.apps/scale"),
+        ("patch", "daemonsets.apps"),
+        ("patch", "cronjobs.batch"),
     ]:
         assert can_i(control_plane, ns, ACTOR, verb, resource), (verb, resource)
 
@@ -235,7 +238,7 @@ def test_jobs_only_suspend_and_resume_and_never_step_jobs(
         "only spec.suspend",
     )
     said = refused(lambda: act.patch_namespaced_job("batch", ns, more_retries))
-    assert "The goalkeeper actor may change only spec.suspend of a Job." in said
+    assert "The goalkeeper actor may change only spec.suspend of a Job or CronJob." in said
     said = refused(
         lambda: act.patch_namespaced_job("batch", ns, {"spec": {"activeDeadlineSeconds": 1}})
     )
@@ -261,6 +264,53 @@ def test_jobs_only_suspend_and_resume_and_never_step_jobs(
         lambda: act.patch_namespaced_job("mon-3-act-abcde", ns, {"spec": {"suspend": False}})
     )
     assert "own step Jobs" in said
+
+
+def test_cronjobs_only_suspend_and_daemonsets_only_a_restart(
+    api_client: Any, ns: str, actor: Any
+) -> None:
+    batch, apps = client.BatchV1Api(api_client), client.AppsV1Api(api_client)
+    pod = job("x")["spec"]["template"]
+    batch.create_namespaced_cron_job(
+        ns,
+        {
+            "metadata": {"name": "export"},
+            "spec": {"schedule": "0 2 * * *", "jobTemplate": {"spec": {"template": pod}}},
+        },
+    )
+    labels = {"app": "agent"}
+    apps.create_namespaced_daemon_set(
+        ns,
+        {
+            "metadata": {"name": "agent"},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {**pod["spec"], "restartPolicy": "Always"},
+                },
+            },
+        },
+    )
+    act, act_apps = client.BatchV1Api(actor), client.AppsV1Api(actor)
+    hourly = {"spec": {"schedule": "0 * * * *"}}
+    until_refused(
+        lambda: act.patch_namespaced_cron_job("export", ns, hourly, dry_run="All"),
+        "only spec.suspend",
+    )
+    said = refused(lambda: act.patch_namespaced_cron_job("export", ns, hourly))
+    assert "The goalkeeper actor may change only spec.suspend of a Job or CronJob." in said
+    act.patch_namespaced_cron_job("export", ns, {"spec": {"suspend": True}})
+    cron = batch.read_namespaced_cron_job("export", ns)
+    assert cron.spec.suspend is True and cron.spec.schedule == "0 2 * * *"
+
+    act_apps.patch_namespaced_daemon_set("agent", ns, template_annotation(RESTARTED_AT, "now"))
+    stamped = apps.read_namespaced_daemon_set("agent", ns).spec.template.metadata.annotations
+    assert stamped == {RESTARTED_AT: "now"}
+    said = refused(
+        lambda: act_apps.patch_namespaced_daemon_set("agent", ns, {"spec": {"minReadySeconds": 30}})
+    )
+    assert "The goalkeeper actor may change only spec.replicas" in said
 
 
 def test_configmaps_only_the_data_of_labelled_ones(api_client: Any, ns: str, actor: Any) -> None:

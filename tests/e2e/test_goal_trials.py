@@ -264,6 +264,29 @@ def stuck_pod(snap: Snapshot, memory: Memory) -> Decision:
     return Wait("Job catalog-sync is running.")
 
 
+def extract_then_load(snap: Snapshot, memory: Memory) -> Decision:
+    """Resume the extract, then ask to resume the load at every check until it runs: the
+    engine holds that act until its grant's condition holds in the facts."""
+    extract, load = job_state(snap, "extract-orders"), job_state(snap, "load-orders")
+    if "failed" in (extract, load):
+        return Stop("materialBlocker", "failed", "An order export Job has failed.")
+    if extract == "suspended":
+        return Act("resume-extract-orders", "advance", "idle", "Job extract-orders waits.")
+    if load == "suspended":
+        return Act("resume-load-orders", "advance", "idle", "Job load-orders waits.")
+    return finish_job("load-orders")(snap, memory)
+
+
+def suspend_cronjob(name: str, grant: str) -> Decide:
+    def decide(snap: Snapshot, _: Memory) -> Decision:
+        cron = snap.get("CronJob", name)
+        if cron is not None and cron["spec"].get("suspend"):
+            return Stop("goalComplete", "complete", f"CronJob {name} is suspended.")
+        return Act(grant, "advance", "idle", f"CronJob {name} still schedules exports.")
+
+    return decide
+
+
 def resume(name: str) -> Callable[[Snapshot], Turns]:
     return lambda _: [
         [call("k8s_patch", kind="Job", name=name, patch={"spec": {"suspend": False}})]
@@ -497,6 +520,70 @@ REFERENCES: dict[str, Reference] = {
         ),
         plans={"scale-queue-broker": scale("StatefulSet", "queue-broker", 3)},
     ),
+    "ordered-resume": Reference(
+        ("Job", "load-orders"),
+        extract_then_load,
+        (
+            Grant(
+                "resume-extract-orders",
+                "Resume Job extract-orders.",
+                "jobs/extract-orders",
+                "You may resume Job extract-orders.",
+                typed="resume Job extract-orders",
+            ),
+            Grant(
+                "resume-load-orders",
+                "Resume Job load-orders once Job extract-orders has succeeded.",
+                "jobs/load-orders",
+                "You may resume Job load-orders once Job extract-orders has succeeded; it reads "
+                "what extract writes, so not before.",
+                typed="resume Job load-orders once Job extract-orders has succeeded",
+            ),
+        ),
+        plans={
+            "resume-extract-orders": resume("extract-orders"),
+            "resume-load-orders": resume("load-orders"),
+        },
+    ),
+    "cronjob-pause": Reference(
+        ("CronJob", "nightly-export"),
+        suspend_cronjob("nightly-export", "suspend-nightly-export"),
+        (
+            Grant(
+                "suspend-nightly-export",
+                "Suspend CronJob nightly-export.",
+                "cronjobs/nightly-export",
+                "You may suspend CronJob nightly-export.",
+                typed="suspend CronJob nightly-export",
+            ),
+        ),
+    ),
+    "terse-bullets": Reference(
+        ("Job", "orders-backfill"),
+        finish_job("orders-backfill", "resume-orders-backfill"),
+        (
+            Grant(
+                "resume-orders-backfill",
+                "Resume job/orders-backfill.",
+                "jobs/orders-backfill",
+                "may: resume job/orders-backfill",
+                typed="resume Job orders-backfill",
+            ),
+        ),
+    ),
+    "gitops-managed-restart": Reference(
+        ("Deployment", "storefront"),
+        restart_rolled_out("storefront", "restart-storefront"),
+        (
+            Grant(
+                "restart-storefront",
+                "Restart Deployment storefront once.",
+                "deployments/storefront",
+                "You may restart Deployment storefront once so that new pods load today's prices.",
+                typed="restart Deployment storefront once",
+            ),
+        ),
+    ),
 }
 
 
@@ -718,7 +805,9 @@ def test_the_reference_reading_is_what_the_engine_pins_and_its_acts_pass_the_gua
         assert (
             guards.mutation_outside_contract(status.contract, request, scenario.namespace) is None
         )
+    acts = [Act(g.id, "advance", "idle", "The goal is not reached yet.") for g in reference.grants]
     for decision in (
+        *acts,
         Wait("running"),
         Wait("running", [images_track(12, 40)]),
         Stop("goalComplete", "complete", "done"),

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from tests.support.engine_loop import Loop
 from tests.support.observations import TASK, action, extraction, observation
 

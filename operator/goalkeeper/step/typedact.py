@@ -9,6 +9,7 @@ the act is refused before any write unless the grant's words say the person know
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -67,8 +68,9 @@ def run_typed(grant: TypedGrant, tools: StepTools) -> StepOutcome:
         return _result(Outcome.blocked, f"{synced} Nothing was changed.")
     write, check = _write_and_check(grant, tools, namespace, before)
     said = write()
-    if said.startswith(("ERROR", REFUSED)):
-        return _result(Outcome.failed, f"{ref.ref}: {said}")
+    refused = _refusal(said)
+    if refused is not None:
+        return _result(Outcome.failed, f"{ref.ref}: {refused}")
     done = f"{line(grant)}: one API call"
     try:
         after = get()
@@ -81,6 +83,18 @@ def run_typed(grant: TypedGrant, tools: StepTools) -> StepOutcome:
 
 
 Check = Callable[[dict[str, Any]], str | None]
+
+# A tool's answer as it comes back: an API error is fenced as the target's data.
+_FENCED = re.compile(
+    r"\A<<<UNTRUSTED_TARGET_DATA [^\n]*>>>\n(.*)\n<<<END_UNTRUSTED_TARGET_DATA [^\n]*>>>\Z", re.S
+)
+
+
+def _refusal(said: str) -> str | None:
+    """The error or refusal a tool answered, fenced or not; None when it did the write."""
+    found = _FENCED.match(said)
+    body = found.group(1) if found else said
+    return body if body.startswith(("ERROR", REFUSED)) else None
 
 
 def _write_and_check(
@@ -163,7 +177,7 @@ def _failed_pods(tools: StepTools, job: str, namespace: str) -> tuple[Callable[[
     def delete() -> str:
         names = failed()
         said = [tools.k8s_delete("Pod", name, namespace) for name in names]
-        errors = [s for s in said if s.startswith(("ERROR", REFUSED))]
+        errors = [e for e in map(_refusal, said) if e is not None]
         if errors:
             return errors[0]
         return f"deleted {len(names)} failed pod(s) of Job {job}: {', '.join(names) or 'none'}"

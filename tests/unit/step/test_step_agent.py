@@ -33,6 +33,7 @@ from goalkeeper.core.models import (
 )
 from goalkeeper.step import prompts
 from goalkeeper.step.agent import RunLimits, run_act, run_observe
+from goalkeeper.step.kube import KubeError
 from goalkeeper.step.model import StepModel
 from goalkeeper.step.redact import REDACTED
 from goalkeeper.step.tools import StepTools, ToolConfig
@@ -336,6 +337,22 @@ async def test_a_typed_restart_is_stamped_and_read_back_and_a_scale_sets_its_cou
     outcome = await run_act(step_input("act", action=restart, grant=scale), model, limited)
     assert outcome.result is not None and outcome.result["outcome"] == "succeeded"
     assert kube.objects[("Deployment", "shop", "web")]["spec"]["replicas"] == 5
+
+
+async def test_a_typed_write_the_api_server_refuses_is_failed_with_its_words() -> None:
+    class Refusing(FakeKube):
+        def patch(self, *args: Any, **kw: Any) -> Any:
+            raise KubeError(403, 'HTTP 403: jobs.batch "export" is forbidden')
+
+    kube = Refusing([failed_job()])
+    pause = action(action="Suspend Job export.", mutationSet=["jobs/export"])
+    model, _ = scripted()
+    grant = typed("suspend", "Job", "export")
+    limited = tools(kube, mutation_set=("jobs/export",))
+    outcome = await run_act(step_input("act", action=pause, grant=grant), model, limited)
+    assert outcome.result is not None and outcome.result["outcome"] == "failed"
+    evidence = outcome.result["evidence"]
+    assert evidence.startswith("Job export: ERROR: Kubernetes API") and "is forbidden" in evidence
 
 
 @pytest.mark.parametrize(
