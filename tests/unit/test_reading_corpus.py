@@ -1165,7 +1165,13 @@ ROWS: list[tuple[str, Texts, set[str] | frozenset[str], set[str] | frozenset[str
         False,
     ),
     # A wrapped negation must not leave its second line to read as an imperative.
-    ("wrapped-negation", "You may not\nrestart Deployment web.", E, None, True),
+    (
+        "wrapped-negation",
+        "You may not\nrestart Deployment web.",
+        E,
+        {"no restart of Deployment web"},
+        False,
+    ),
     (
         "wrapped-permission",
         "You may resume Job etl and\nrestart Deployment web.",
@@ -1345,27 +1351,27 @@ def summary(r: Reading) -> str:
 
 
 # Rows the grammar reads otherwise than the words mean, from a run against reading.py; each
-# reason says what the grammar does. OVER marks an over-grant (see KNOWN_OVER_GRANTS).
+# reason says what the grammar does; none of them grants what the words did not give.
 GRAMMAR_GAPS: dict[str, str] = {
     "set-key-but-never": "grammar: ', but never to unsafe' is not read, and 'never' may take "
     "the grant back, so it is refused until a person grants it (safe, not what is meant)",
     "do-a-rolling-restart": "grammar: no 'do a rolling restart of'",
     "leading-if-necessary": "grammar: a leading filler ('If necessary,') is not read",
-    "namespace-vs-own-namespace": "grammar: OVER: Job etl (the Monitor's namespace) and Job "
-    "etl in namespace batch are taken as different objects, though they may be one",
+    "namespace-vs-own-namespace": "grammar: the prohibition on Job etl (any namespace) drops "
+    "the grant on Job etl in namespace batch; the row wants it unclear (safe: no grant)",
     "you-may-header-numbered": "grammar: 'You may:' is no header ('you may :' not in _HEADERS)",
     "yaml-allowed-empty": "grammar: an empty 'allowed: []' is unclear, not read as nothing",
     "one-time-only": "grammar: 'one time only' is not read",
-    "but-only-once": "grammar: OVER: ', but only once' is split off; the grant stands "
-    "without its count",
+    "but-only-once": "grammar: ', but only once' is not read: the sentence is unclear and "
+    "the grant refused until a person grants it (safe, not what is meant)",
     "three-times-bare": "grammar: '3 times' without 'at most' is not read",
     "as-many-times": "grammar: 'as many times as needed' is not read",
-    "but-only-after": "grammar: OVER: ', but only after Job extract has succeeded' is split "
-    "off; the grant stands without its condition",
+    "but-only-after": "grammar: ', but only after Job extract has succeeded' is not read: "
+    "the sentence is unclear and the grant refused (safe, not what is meant)",
     "comma-not": "grammar: ', not Job etl-backfill' (an exception without 'but') is not read",
     "but-never": "grammar: 'but never Job etl' (elliptical 'never') is not read",
-    "except-then-grant-outside": "grammar: OVER: 'Job a' is unread ('a' is reserved), so the "
-    "prohibition of everything but Job a is lost and the grant on Job b stands",
+    "except-then-grant-outside": "grammar: 'Job a' is unread ('a' is reserved): the "
+    "prohibition is unclear, and it refuses the grant on Job b (safe)",
     "may-never": "grammar: 'You may never' is no negation",
     "two-verbs-forbidden": "grammar: 'Do not restart or scale X' (two verbs, one object) is "
     "not read",
@@ -1374,19 +1380,13 @@ GRAMMAR_GAPS: dict[str, str] = {
     "no-restarts-noun": "grammar: 'No restarts of X' (a noun) is not read",
     "do-not-comma-under-any": "grammar: 'Do not, under any circumstances, ...' is not read",
     "delete-then-rerun": "grammar: ', then rerun Job etl' is not read",
-    "use-repair-and-restart": "grammar: OVER: 'use the repair workflow' takes the rest of the "
-    "clause ('and restart deployment web') as the repair's scope",
+    "use-repair-and-restart": "grammar: 'use the repair workflow and restart ...' (two "
+    "grants joined by 'and') is unclear (safe: no grant)",
     "instead": "grammar: a trailing 'instead' is not read",
-    "comma-too": "grammar: OVER: after ',' the names list takes 'too' as a name: a grant on "
-    "Job too",
-    "comma-please": "grammar: OVER: after ',' the names list takes 'please' as a name: a "
-    "grant on Deployment please",
-    "comma-now": "grammar: OVER: after ',' the names list takes 'now' as a name: a grant on "
-    "Job now",
-    "comma-quickly": "grammar: OVER: after ',' the names list takes 'quickly' as a name: a "
-    "grant on Job quickly",
-    "wrapped-negation": "grammar: OVER: a line break ends a sentence, so the second line of "
-    "'You may not / restart Deployment web.' reads as an imperative grant",
+    "comma-too": "grammar: a trailing ', too' is not read: unclear (safe: no grant)",
+    "comma-please": "grammar: a trailing ', please' is not read: unclear (safe: no grant)",
+    "comma-now": "grammar: a trailing ', now' is not read: unclear (safe: no grant)",
+    "comma-quickly": "grammar: a trailing ', quickly' is not read: unclear (safe: no grant)",
 }
 
 
