@@ -45,18 +45,22 @@ def run(
     grants: Sequence[str] = (),
     denied: Sequence[str] = (),
     reason: str = "",
+    api_client: Any = None,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
+    """Show the reading; with `confirm` (or grants or denials) confirm or correct it as the
+    caller. `api_client` (with `namespace`): the caller's connection, else the kubeconfig's."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
     from goalkeeper.controller.api import server_message
 
-    connected = connect(namespace, None, err)
-    if connected is None:
-        return 2
-    api_client, namespace = connected
+    if api_client is None:
+        connected = connect(namespace, None, err)
+        if connected is None:
+            return 2
+        api_client, namespace = connected
     custom: Any = client.CustomObjectsApi(api_client)
     changing = confirm or bool(grants) or bool(denied)
     # Each added grant must read whole, as the engine will read it.

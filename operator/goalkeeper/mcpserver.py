@@ -476,6 +476,44 @@ def build_server(person: Person) -> MCPServer[Any]:
         "you; the Monitor then stops with its final report.",
     )(answer(ApprovalDecision.reject))
 
+    @server.tool(
+        description="Confirm or correct what goalkeeper read from a Monitor's task, as you: "
+        "a Monitor whose reading left words unclear acts only after a person confirms it. "
+        "Read the reading with get_monitor first and confirm only what the person meant; "
+        "`grants` adds grants in the reading's own words ('resume-load=resume Job load once "
+        "Job extract has succeeded'), `deny` removes grants by id. Creates a MonitorApproval "
+        "the API server stamps with you, as `goalkeeper authority NAME --confirm` does.",
+        annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    )
+    async def confirm_authority(
+        name: Name,
+        grants: Annotated[
+            list[str], Field(description="Grants to add, each 'ID=WORDS' or 'WORDS'.")
+        ] = [],  # noqa: B006 - the tool schema's default; never mutated
+        deny: Annotated[list[str], Field(description="Ids of grants to remove.")] = [],  # noqa: B006
+        note: Annotated[str, Field(description="Why, for the record.")] = "",
+        namespace: Namespace = None,
+    ) -> str:
+        from goalkeeper import authorityctl
+
+        def run() -> str:
+            api_client, where = person.connect(namespace)
+            return printed(
+                lambda out, err: authorityctl.run(
+                    name,
+                    where,
+                    confirm=True,
+                    grants=grants,
+                    denied=deny,
+                    reason=note,
+                    api_client=api_client,
+                    out=out,
+                    err=err,
+                )
+            )
+
+        return await blocking(run)
+
     def control(command: str) -> Callable[..., Awaitable[str]]:
         from goalkeeper.control import Control, run_control
 

@@ -169,6 +169,7 @@ async def test_an_agent_hands_a_goal_over_through_goalkeeper_mcp_as_its_person(
         async with host(alice, cluster.ns, log) as agent, anyio.create_task_group() as watchers:
             tools = {tool.name for tool in (await agent.session.list_tools()).tools}
             assert {"start_monitor", "wait_for_report", "approve", "pause", "stop"} <= tools
+            assert "confirm_authority" in tools
 
             started = await agent.ok(
                 "start_monitor",
@@ -188,6 +189,11 @@ async def test_an_agent_hands_a_goal_over_through_goalkeeper_mcp_as_its_person(
             )
             assert failed and "422" in invalid and "spec.everyMinutes" in invalid
             assert "1440" in invalid and await in_thread(cluster.monitor, "too-often") is None
+            # A grant the reading cannot take whole is refused before anything is created.
+            unread, failed = await agent.call(
+                "confirm_authority", name="build", grants=["resume-build=resume it, please"]
+            )
+            assert failed and "not one grant the reading parses whole" in unread
 
             uri = monitor_uri(cluster.ns, "build")
             await agent.session.subscribe_resource(uri)
@@ -262,6 +268,9 @@ async def test_an_agent_hands_a_goal_over_through_goalkeeper_mcp_as_its_person(
             assert failed
             assert "forbidden" in refused and 'cannot create resource "monitors"' in refused
             assert "Traceback" not in refused
+            # Nor may they confirm another's reading: the API server refuses the approval.
+            refused, failed = await agent.call("confirm_authority", name="build")
+            assert failed and 'cannot create resource "monitorapprovals"' in refused
             print("\n".join(agent.transcript))
         assert await in_thread(cluster.monitor, "not-mine") is None
     finally:
