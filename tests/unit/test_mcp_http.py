@@ -78,7 +78,8 @@ async def test_http_serves_the_tools_to_the_token_only(served: tuple[str, str]) 
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert set(tools) == {
             "start_monitor", "list_monitors", "get_monitor", "history", "logs",
-            "wait_for_report", "approve", "reject", "pause", "resume", "check_now", "stop",
+            "wait_for_report", "approve", "reject", "confirm_authority", "pause", "resume",
+            "check_now", "stop",
         }  # fmt: skip
         assert tools["get_monitor"].annotations is not None
         assert tools["get_monitor"].annotations.read_only_hint
