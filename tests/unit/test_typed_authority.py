@@ -258,3 +258,33 @@ def test_a_conditional_grant_a_person_adds_waits_for_its_condition() -> None:
     assert launched(effects) == [] and "applies once job extract succeeded" in (
         effects[0].text  # type: ignore[attr-defined]
     )
+
+
+def test_a_stop_for_want_of_a_grant_goes_to_the_person_while_the_reading_waits() -> None:
+    # Nothing is granted until a person reads "it"; the model sees no grant and would stop.
+    loop = Loop(
+        task="Deployment web is stuck. You may restart it.",
+        extraction=extraction(authorizedActions=[]),
+    )
+    loop.start()
+    stop = observation(
+        "stop",
+        goal="incomplete",
+        work="blocked",
+        stopReason="outsideAuthority",
+        contract=None,
+        authorizedActions=None,
+    )
+    effects = loop.observe(stop)
+    assert loop.status.monitor == "active" and loop.status.stop is None
+    request = loop.status.approval
+    assert request is not None and request.kind is ApprovalKind.authority
+    assert request.action is None and "checks again" in request.message
+    texts = [getattr(e, "text", "") for e in effects]
+    assert any("awaiting confirmation, then: a fresh check" in t for t in texts)
+    effects = answer(loop, request.id, grants=["restart-web=restart Deployment web"])
+    assert launched(effects) == [StepKind.observe]
+    assert [g.id for g in loop.status.authority.typedGrants] == ["restart-web"]  # type: ignore[union-attr]
+    # Once confirmed, a stop of the model's own ends the run as it says.
+    loop.observe(stop)
+    assert loop.status.stop is not None and loop.status.stop.reason == "outsideAuthority"

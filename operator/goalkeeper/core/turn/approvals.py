@@ -34,9 +34,10 @@ class Asking(Scheduling):
         setting = self.policy.confirm_authority and self.policy.approvals
         return record is not None and not record.confirmedBy and (setting or bool(record.unclear))
 
-    def await_confirmation(self, observation: Observation, action: ActionRequest) -> None:
-        """Pause the act until a person confirms what was read from the task (`goalkeeper
-        authority NAME --confirm`, or an approval of the request)."""
+    def await_confirmation(self, observation: Observation, action: ActionRequest | None) -> None:
+        """Pause the act (or, with no action, a stop the observation saw no grant to avoid)
+        until a person confirms what was read from the task (`goalkeeper authority NAME
+        --confirm`, or an approval of the request)."""
         assert self.status.authority is not None
         read = "; ".join(authority.describe(self.status.authority))
         why = (
@@ -44,16 +45,21 @@ class Asking(Scheduling):
             if self.status.authority.unclear
             else "the operator asks a person to confirm each reading"
         )
+        then = (
+            f"runs '{action.action}'"
+            if action is not None
+            else "checks again with it (the observation found nothing the reading allows)"
+        )
         request = self.open_request(
             ApprovalKind.authority,
             f"Before it acts this monitor waits until a person confirms what goalkeeper read "
             f"from the task ({why}): {read}. Confirming (goalkeeper authority NAME --confirm, "
-            f"or approving) applies that reading and runs '{action.action}'; rejecting stops "
-            "the monitor.",
+            f"or approving) applies that reading and {then}; rejecting stops the monitor.",
             action=action,
             facts=list(self.facts[:FACTS_MAX]),
         )
-        self.report(observation, next_action=f"awaiting confirmation, then: {action.action}")
+        next_action = "a fresh check" if action is None else action.action
+        self.report(observation, next_action=f"awaiting confirmation, then: {next_action}")
         self.announce(request)
 
     def await_approval(
@@ -132,6 +138,17 @@ class Asking(Scheduling):
         ][-APPROVALS_KEPT:]
         self.notify(
             f"confirmed-{name}",
+            "AuthorityConfirmed",
+            f"{who} confirmed the reading" + (": " + "; ".join(changed) if changed else "."),
+        )
+
+    def confirmed(self, request: ApprovalRequest, answer: MonitorApprovalSpec, who: str) -> None:
+        """Apply a person's confirmation or correction of the reading, and say what changed."""
+        added, refused = authority.person_grants(answer.grants)
+        changed = authority.confirm(self.status, who, grants=added, denied=answer.denied)
+        changed += [f"refused {line}" for line in refused]
+        self.notify(
+            f"confirmed-{request.id}",
             "AuthorityConfirmed",
             f"{who} confirmed the reading" + (": " + "; ".join(changed) if changed else "."),
         )
@@ -243,17 +260,12 @@ class Asking(Scheduling):
                 self.final_stop(StopReason.blocked, f"{who} stopped the repeated acts{said}")
             return
         if request.kind is ApprovalKind.authority:
-            assert request.action is not None and st.authority is not None
-            if approve:
-                added, refused = authority.person_grants(answer.grants)
-                changed = authority.confirm(st, who, grants=added, denied=answer.denied)
-                changed += [f"refused {line}" for line in refused]
-                self.notify(
-                    f"confirmed-{request.id}",
-                    "AuthorityConfirmed",
-                    f"{who} confirmed the reading"
-                    + (": " + "; ".join(changed) if changed else "."),
-                )
+            assert st.authority is not None
+            if approve and request.action is None:
+                self.confirmed(request, answer, who)
+                self.launch_observe()
+            elif approve and request.action is not None:
+                self.confirmed(request, answer, who)
                 # The act is checked on the facts of the check that asked for it.
                 self.facts = tuple(request.facts)
                 after = self.refusal_after_confirmation(request.action)

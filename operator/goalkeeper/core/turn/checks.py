@@ -16,6 +16,7 @@ from goalkeeper.core.models import (
     MonitorState,
     ObjectFacts,
     Observation,
+    ObservedStopReason,
     Outcome,
     Route,
     StepKind,
@@ -75,6 +76,14 @@ class Turn(Asking):
         widening = self.record_authority(observation)
         if widening is not None:
             self.report_and_stop(observation, *widening)
+        elif (
+            observation.route is Route.stop
+            and observation.stopReason is ObservedStopReason.outsideAuthority
+            and self.needs_confirmation()
+        ):
+            # The model saw no grant for what the goal needs, while words that may give one
+            # wait for a person: that person decides, not the model.
+            self.await_confirmation(observation, None)
         elif observation.route is Route.stop:
             assert observation.stopReason is not None  # guaranteed by the model
             self.report_and_stop(
