@@ -100,6 +100,15 @@ def fence(text: str, fence_id: str, *, source: str = "") -> str:
     return f"<<<{OPEN} {attrs}>>>\n{text}\n<<<{CLOSE} id={fence_id}>>>"
 
 
+_FENCED = re.compile(rf"\A<<<{OPEN} [^\n]*>>>\n(.*)\n<<<{CLOSE} [^\n]*>>>\Z", re.S)
+
+
+def unfence(text: str) -> str:
+    """The data inside one fence made by `fence`; text that is not fenced, as it is."""
+    found = _FENCED.match(text)
+    return found.group(1) if found else text
+
+
 def fence_overhead(fence_id: str, source: str = "") -> int:
     return len(fence("", fence_id, source=source))
 

@@ -9,7 +9,6 @@ the act is refused before any write unless the grant's words say the person know
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +17,7 @@ from goalkeeper.core.facts import synced_by
 from goalkeeper.core.models import ActionResult, GrantVerb, Outcome, StepUsage, TypedGrant
 from goalkeeper.core.reading import grant_line as line
 from goalkeeper.step.agent import StepOutcome
+from goalkeeper.step.fence import unfence
 from goalkeeper.step.tools import REFUSED, RESTARTED_AT, StepTools
 
 _API = {
@@ -84,16 +84,11 @@ def run_typed(grant: TypedGrant, tools: StepTools) -> StepOutcome:
 
 Check = Callable[[dict[str, Any]], str | None]
 
-# A tool's answer as it comes back: an API error is fenced as the target's data.
-_FENCED = re.compile(
-    r"\A<<<UNTRUSTED_TARGET_DATA [^\n]*>>>\n(.*)\n<<<END_UNTRUSTED_TARGET_DATA [^\n]*>>>\Z", re.S
-)
-
 
 def _refusal(said: str) -> str | None:
-    """The error or refusal a tool answered, fenced or not; None when it did the write."""
-    found = _FENCED.match(said)
-    body = found.group(1) if found else said
+    """The error or refusal a tool answered (an API error comes fenced as the target's
+    data); None when it did the write."""
+    body = unfence(said)
     return body if body.startswith(("ERROR", REFUSED)) else None
 
 
