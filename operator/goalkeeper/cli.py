@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +14,8 @@ if TYPE_CHECKING:
     from goalkeeper.controller.settings import OperatorSettings
 
 
+# The cluster CA a pod sees; the console mounts it without the service account token.
+IN_CLUSTER_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 NAMESPACE_HELP = "the Monitor's namespace (default: the current kubeconfig context's)"
 
 
@@ -151,6 +154,72 @@ def _control(args: argparse.Namespace) -> int:
     return run_control(Control(args.command), args.monitor, args.namespace)
 
 
+def _console(args: argparse.Namespace) -> int:
+    import asyncio
+    import contextlib
+    import ipaddress
+
+    from goalkeeper.console.server import Settings, serve
+
+    server, ca_file = args.server, args.certificate_authority
+    if args.in_cluster:
+        host = os.environ.get("KUBERNETES_SERVICE_HOST")
+        if not host:
+            print(
+                "goalkeeper console --in-cluster: KUBERNETES_SERVICE_HOST is not set",
+                file=sys.stderr,
+            )
+            return 2
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        server = f"https://{host}:{port}"
+        ca_file = ca_file or IN_CLUSTER_CA
+    loopback = args.address in ("localhost",) or ipaddress.ip_address(args.address).is_loopback
+    if server is None and not loopback:
+        print(
+            "goalkeeper console: --address must be a loopback address when the console uses "
+            "your kubeconfig (another address needs --server or --in-cluster, where each "
+            "person brings their own token)",
+            file=sys.stderr,
+        )
+        return 2
+    kubeconfig_client = None
+    namespaces = tuple(args.namespace or ())
+    if server is None:
+        from kubernetes import config
+
+        from goalkeeper.kubeclient import context_namespace
+
+        try:
+            kubeconfig_client = config.new_client_from_config()  # type: ignore[no-untyped-call]
+            namespaces = (*namespaces, context_namespace())
+        except config.ConfigException as error:
+            print(f"goalkeeper: no kubeconfig: {error}", file=sys.stderr)
+            return 2
+    settings = Settings(
+        server=server,
+        ca_file=ca_file,
+        namespaces=namespaces,
+        secure_cookies=args.secure_cookies,
+    )
+
+    def announce(url: str) -> None:
+        print(f"goalkeeper console: open {url}", flush=True)
+        if server is None:
+            print("(the link works once: it signs one browser in)", flush=True)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(
+            serve(
+                settings,
+                host=args.address,
+                port=args.port,
+                kubeconfig_client=kubeconfig_client,
+                announce=announce,
+            )
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goalkeeper", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -227,6 +296,38 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: ~/.cache/goalkeeper/mcp-token)",
     )
     mcp_cmd.set_defaults(func=_mcp)
+
+    console_cmd = sub.add_parser(
+        "console",
+        help="a web console acting as you: Monitors, reports, progress, steps, approvals "
+        "(on 127.0.0.1 with your kubeconfig; in a cluster with each person's token)",
+    )
+    console_cmd.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        help="a namespace to show when you may not list all of them (repeatable)",
+    )
+    console_cmd.add_argument("--address", default="127.0.0.1", help="the address to bind")
+    console_cmd.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    console_cmd.add_argument(
+        "--server",
+        help="serve people with their own tokens against this API server URL, not your kubeconfig",
+    )
+    console_cmd.add_argument(
+        "--certificate-authority", help="the API server's CA bundle (with --server)"
+    )
+    console_cmd.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="as --server, for the API server a pod sees (its own token is never used)",
+    )
+    console_cmd.add_argument(
+        "--secure-cookies",
+        action="store_true",
+        help="mark cookies Secure (behind TLS)",
+    )
+    console_cmd.set_defaults(func=_console)
 
     for verb, what in (("approve", "approve"), ("reject", "reject")):
         answer_cmd = sub.add_parser(

@@ -203,6 +203,36 @@ def _crd(
     }
 
 
+# The columns of `kubectl get monitors`, which the web console shows too.
+MONITOR_COLUMNS: list[Schema] = [
+    {"name": "Goal", "type": "string", "jsonPath": ".status.goal"},
+    {"name": "Work", "type": "string", "jsonPath": ".status.work"},
+    {"name": "Progress", "type": "string", "jsonPath": ".status.progressSummary"},
+    {"name": "Checks", "type": "integer", "jsonPath": ".status.checks"},
+    # A string, not a date: kubectl prints a date as an age, which reads a future
+    # time as <invalid> and an overdue one as if it were still ahead.
+    {"name": "Next Check", "type": "string", "jsonPath": ".status.schedule.nextCheckAt"},
+    {"name": "Step", "type": "string", "jsonPath": ".status.activity"},
+    {"name": "Health", "type": "string", "jsonPath": ".status.health.state"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Monitor", "type": "string", "jsonPath": ".status.monitor", "priority": 1},
+    {"name": "Stop", "type": "string", "jsonPath": ".status.stop.reason", "priority": 1},
+    {
+        "name": "Model Cost",
+        "type": "number",
+        "jsonPath": ".status.modelUsage.costUsd",
+        "priority": 1,
+    },
+    # Empty: the operator's own model settings.
+    {
+        "name": "Model Config",
+        "type": "string",
+        "jsonPath": ".status.modelConfig",
+        "priority": 1,
+    },
+]
+
+
 def monitor_crd() -> Schema:
     spec = structural(MonitorSpec, cel=True)
     spec["description"] = (
@@ -211,7 +241,6 @@ def monitor_crd() -> Schema:
     )
     status = structural(MonitorStatus, cel=False)
     status["description"] = "Everything the loop knows; the operator resumes from it."
-    age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     return _crd(
         kind="Monitor",
         plural="monitors",
@@ -223,33 +252,7 @@ def monitor_crd() -> Schema:
             "acts inside recorded authority, verifies at once, reports every accepted check, "
             "and waits on a timer until the goal is complete or cannot continue safely."
         ),
-        columns=[
-            {"name": "Goal", "type": "string", "jsonPath": ".status.goal"},
-            {"name": "Work", "type": "string", "jsonPath": ".status.work"},
-            {"name": "Progress", "type": "string", "jsonPath": ".status.progressSummary"},
-            {"name": "Checks", "type": "integer", "jsonPath": ".status.checks"},
-            # A string, not a date: kubectl prints a date as an age, which reads a future
-            # time as <invalid> and an overdue one as if it were still ahead.
-            {"name": "Next Check", "type": "string", "jsonPath": ".status.schedule.nextCheckAt"},
-            {"name": "Step", "type": "string", "jsonPath": ".status.activity"},
-            {"name": "Health", "type": "string", "jsonPath": ".status.health.state"},
-            age,
-            {"name": "Monitor", "type": "string", "jsonPath": ".status.monitor", "priority": 1},
-            {"name": "Stop", "type": "string", "jsonPath": ".status.stop.reason", "priority": 1},
-            {
-                "name": "Model Cost",
-                "type": "number",
-                "jsonPath": ".status.modelUsage.costUsd",
-                "priority": 1,
-            },
-            # Empty: the operator's own model settings.
-            {
-                "name": "Model Config",
-                "type": "string",
-                "jsonPath": ".status.modelConfig",
-                "priority": 1,
-            },
-        ],
+        columns=MONITOR_COLUMNS,
     )
 
 

@@ -329,6 +329,43 @@ def test_defaults_probe_and_serve_metrics_on_one_replica(offline_helm: Helm) -> 
     assert not [d for d in off if d["kind"] == "Service"]
 
 
+def test_the_console_holds_no_token_and_no_operator_selector_takes_its_pod(
+    offline_helm: Helm,
+) -> None:
+    assert not [d for d in offline_helm.render("-n", "gk") if "console" in d["metadata"]["name"]]
+    docs = offline_helm.render(
+        "-n", "gk", "--set", "console.enabled=true", "--set", "console.namespaces={team,ops}",
+    )  # fmt: skip
+    console = find(docs, "Deployment", "goalkeeper-console", "gk")
+    pod = console["spec"]["template"]
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert "serviceAccountName" not in pod["spec"]
+    container = pod["spec"]["containers"][0]
+    assert container["args"] == [
+        "console", "--in-cluster", "--address=0.0.0.0", "--port=8080",
+        "--namespace=team", "--namespace=ops",
+    ]  # fmt: skip
+    # Only the cluster's CA, where the in-cluster client looks for it.
+    assert pod["spec"]["volumes"] == [
+        {
+            "name": "cluster-ca",
+            "configMap": {
+                "name": "kube-root-ca.crt",
+                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+            },
+        }
+    ]
+    labels = pod["metadata"]["labels"]
+    for doc in docs:
+        selector = (doc.get("spec") or {}).get("selector") or {}
+        selector = selector.get("matchLabels", selector) if doc["kind"] != "Service" else selector
+        if doc["metadata"]["name"] == "goalkeeper-console" or not selector:
+            continue
+        assert not all(labels.get(k) == v for k, v in selector.items()), doc["metadata"]["name"]
+    service = find(docs, "Service", "goalkeeper-console", "gk")
+    assert service["spec"]["selector"] == console["spec"]["selector"]["matchLabels"]
+
+
 def test_two_replicas_elect_a_leader_with_the_lease_rules_of_config_rbac(
     offline_helm: Helm,
 ) -> None:
@@ -451,11 +488,13 @@ def test_template_passes_server_side_dry_run(
         "template", release, str(CHART), "-n", release_ns, "--include-crds",
         "--set", f"stepNamespaces={{{namespace}}}", "--set", f"watchNamespaces={{{namespace}}}",
         "--set", "shards={a}", "--set", "leaderElection.enabled=true",
+        "--set", "console.enabled=true",
     ).stdout  # fmt: skip
     done = control_plane.kubectl("apply", "--dry-run=server", "-f", "-", input=out)
     assert done.returncode == 0, done.stderr
     assert "deployment.apps/" in done.stdout and "validatingadmissionpolicy" in done.stdout
     assert f"deployment.apps/{release}-goalkeeper-shard-a" in done.stdout
+    assert f"deployment.apps/{release}-goalkeeper-console" in done.stdout
 
 
 def done_or_wait(facts: Facts, _: int) -> dict[str, Any]:
