@@ -228,6 +228,20 @@ async def test_a_post_without_the_csrf_token_or_from_another_origin_is_refused()
         await test_client.close()
 
 
+async def test_the_local_console_answers_only_to_a_loopback_host_name() -> None:
+    test_client = await app_client(Settings())
+    console: Console = test_client.app_console  # type: ignore[attr-defined]
+    try:
+        rebound = await test_client.get(
+            f"/?token={console.launch_token}",
+            headers={"Host": "attacker.example:80"},
+            allow_redirects=False,
+        )
+        assert rebound.status == 421 and console.launch_token is not None
+    finally:
+        await test_client.close()
+
+
 async def test_every_response_carries_the_strict_headers() -> None:
     test_client = await app_client(Settings())
     try:

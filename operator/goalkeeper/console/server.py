@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -256,6 +257,7 @@ def _api_refusal(error: Exception) -> tuple[int, str]:
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 CONSOLE = web.AppKey("console", Console)
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 # Paths served to anyone: the sign-in form, the probe, and what a browser asks by itself.
 OPEN_PATHS = ("/login", "/healthz", "/favicon.ico")
 PERSON = web.RequestKey("person", Person)
@@ -289,6 +291,9 @@ def build_app(console: Console) -> web.Application:
 
     @web.middleware
     async def who(request: web.Request, handler: Handler) -> web.StreamResponse:
+        # A page whose name was rebound to 127.0.0.1 reaches the port, but not by this name.
+        if console.local and request.url.host not in LOOPBACK_NAMES:
+            raise web.HTTPMisdirectedRequest(text="refused: not a loopback host name")
         if request.path.startswith("/static/") or request.path in OPEN_PATHS:
             return await handler(request)
         offered = request.query.get("token")
@@ -329,7 +334,8 @@ def build_app(console: Console) -> web.Application:
 
     async def _check_post(request: web.Request) -> None:
         origin = request.headers.get("Origin")
-        if origin is not None and origin != f"{request.scheme}://{request.host}":
+        # The host alone: behind a TLS proxy the browser's scheme is not the one seen here.
+        if origin is not None and urlsplit(origin).netloc != request.host:
             raise web.HTTPForbidden(text="refused: a request from another origin")
         form = await request.post()
         offered = str(form.get("csrf") or "")
