@@ -136,9 +136,10 @@ def when(started: datetime | None, finished: datetime | None) -> str:
     return f"{first} → {last} UTC"
 
 
-# Control characters (a terminal escape among them) a model may have put in a report are
-# shown as one visible mark, never sent to the person's terminal.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Control characters (a terminal escape among them) and bidirectional overrides, which
+# reorder what a reader sees, a model may have put in a report are shown as one visible
+# mark, never sent to the person's terminal or page.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:

@@ -90,11 +90,13 @@ def show_logs(
     seq: int | None = None,
     api_client: Any = None,
     root: Path | None = None,
+    dev_logs: bool = True,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
     """Print the latest step's log (`seq`: that step's); 1 (saying why) when there is
-    none to print."""
+    none to print. `dev_logs` False: only what the API server gives (a console serving
+    other people never reads this machine's files for them)."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -133,6 +135,9 @@ def show_logs(
         print(f"{about}, pod {pod}: from the API server", file=err)
         out.write(text)
         return 0
+    if not dev_logs:
+        print(f"{about}, pod {pod}: no log from the API server ({why})", file=err)
+        return 1
     root = root or dev_logs_root()
     files = log_files(root, namespace, pod)
     if not files:

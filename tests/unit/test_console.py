@@ -3,6 +3,7 @@ need no API server: the one-time link, the CSRF token, the headers, the escaping
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -10,7 +11,14 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from goalkeeper.console import views
-from goalkeeper.console.server import CSP, SESSION_COOKIE, Console, Settings, build_app
+from goalkeeper.console.server import (
+    CSP,
+    LOGIN_COOKIE,
+    SESSION_COOKIE,
+    Console,
+    Settings,
+    build_app,
+)
 from goalkeeper.controller.manifests import ANNOTATION_CHECK, ANNOTATION_REPORT
 
 NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
@@ -169,6 +177,8 @@ def test_text_a_model_wrote_is_escaped_on_the_page() -> None:
 
 def test_control_characters_of_a_report_are_shown_not_sent() -> None:
     assert "\x1b" not in render_page("done \x1b[31mred")
+    # A bidirectional override would reorder what the reader sees.
+    assert "\u202e" not in render_page("approve \u202eevil")
 
 
 # --- the web application, without an API server ----------------------------------------------
@@ -192,15 +202,24 @@ async def test_the_local_console_lets_in_only_the_one_time_link_once() -> None:
     console: Console = test_client.app_console  # type: ignore[attr-defined]
     token = console.launch_token
     try:
-        locked = await test_client.get("/monitors", allow_redirects=False)
+        root = console.root
+        assert root.startswith("/s/") and len(root) > 20
+        locked = await test_client.get(root + "monitors", allow_redirects=False)
         assert locked.status == 401
-        wrong = await test_client.get("/monitors?token=nope", allow_redirects=False)
+        wrong = await test_client.get(root + "monitors?token=nope", allow_redirects=False)
         assert wrong.status == 401
-        opened = await test_client.get(f"/?token={token}", allow_redirects=False)
-        assert opened.status == 303 and opened.headers["Location"] == "/monitors"
+        odd = await test_client.get(root + "?token=n\u00e9", allow_redirects=False)
+        assert odd.status == 401
+        # Outside the secret prefix nothing is served, the link's token included.
+        outside = await test_client.get(f"/?token={token}", allow_redirects=False)
+        assert outside.status == 404 and console.launch_token == token
+        opened = await test_client.get(f"{root}?token={token}", allow_redirects=False)
+        assert opened.status == 303 and opened.headers["Location"] == root + "monitors"
         cookie = opened.cookies[SESSION_COOKIE]
         assert cookie["httponly"] and cookie["samesite"] == "Strict"
-        again = await test_client.get(f"/?token={token}", allow_redirects=False)
+        # Bound to the prefix: a server on another port of 127.0.0.1 does not get it.
+        assert cookie["path"] == root
+        again = await test_client.get(f"{root}?token={token}", allow_redirects=False)
         assert again.status == 401 and "used already" in await again.text()
         assert console.launch_token is None and len(console.sessions) == 1
     finally:
@@ -211,7 +230,8 @@ async def test_a_post_without_the_csrf_token_or_from_another_origin_is_refused()
     test_client = await app_client(Settings())
     console: Console = test_client.app_console  # type: ignore[attr-defined]
     try:
-        await test_client.get(f"/?token={console.launch_token}", allow_redirects=False)
+        root = console.root
+        await test_client.get(f"{root}?token={console.launch_token}", allow_redirects=False)
         session = next(iter(console.sessions.values()))
         good = console.csrf(session.person)
         for form, headers in (
@@ -220,7 +240,7 @@ async def test_a_post_without_the_csrf_token_or_from_another_origin_is_refused()
             ({"csrf": good}, {"Origin": "http://evil.example"}),
         ):
             refused = await test_client.post(
-                "/monitors/team/build/pause", data=form, headers=headers
+                root + "monitors/team/build/pause", data=form, headers=headers
             )
             assert refused.status == 403, (form, headers)
             assert refused.headers["Content-Security-Policy"] == CSP
@@ -233,7 +253,7 @@ async def test_the_local_console_answers_only_to_a_loopback_host_name() -> None:
     console: Console = test_client.app_console  # type: ignore[attr-defined]
     try:
         rebound = await test_client.get(
-            f"/?token={console.launch_token}",
+            f"{console.root}?token={console.launch_token}",
             headers={"Host": "attacker.example:80"},
             allow_redirects=False,
         )
@@ -245,7 +265,8 @@ async def test_the_local_console_answers_only_to_a_loopback_host_name() -> None:
 async def test_every_response_carries_the_strict_headers() -> None:
     test_client = await app_client(Settings())
     try:
-        for path in ("/monitors", "/static/console.js", "/healthz"):
+        root = test_client.app_console.root  # type: ignore[attr-defined]
+        for path in (root + "monitors", root + "static/console.js", "/healthz"):
             response = await test_client.get(path, allow_redirects=False)
             assert response.headers["Content-Security-Policy"] == CSP
             assert response.headers["X-Content-Type-Options"] == "nosniff"
@@ -266,8 +287,26 @@ async def test_a_console_in_a_cluster_sends_a_person_without_a_token_to_sign_in(
         assert response.status == 303 and response.headers["Location"] == "/login"
         form = await test_client.get("/login")
         assert form.status == 200 and 'name="token"' in await form.text()
-        # A sign-in POST without the form's own nonce is refused.
+        # A sign-in POST without the form's own nonce is refused, and so is one whose
+        # cookie was planted with a nonce of the sender's choosing.
         refused = await test_client.post("/login", data={"token": "t"})
         assert refused.status == 403
+        test_client.session.cookie_jar.update_cookies({LOGIN_COOKIE: "chosen"})
+        planted = await test_client.post("/login", data={"token": "t", "csrf": "chosen"})
+        assert planted.status == 403
+        # From another origin, even with the form's own nonce.
+        test_client.session.cookie_jar.clear()
+        page = await (await test_client.get("/login")).text()
+        nonce = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert nonce is not None
+        elsewhere = await test_client.post(
+            "/login",
+            data={"token": "t", "csrf": nonce.group(1)},
+            headers={"Origin": "http://evil.example"},
+        )
+        assert elsewhere.status == 403
+        # A token that cannot be a header value is refused before any request is made.
+        bent = await test_client.post("/login", data={"token": "a\r\nb", "csrf": nonce.group(1)})
+        assert bent.status == 401 and "printable" in await bent.text()
     finally:
         await test_client.close()

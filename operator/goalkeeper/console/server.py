@@ -23,6 +23,7 @@ import hmac
 import io
 import json
 import logging
+import re
 import secrets
 import threading
 import time
@@ -43,8 +44,15 @@ log = logging.getLogger("goalkeeper.console")
 SESSION_COOKIE = "goalkeeper-console"
 LOGIN_COOKIE = "goalkeeper-console-login"
 SESSION_HOURS = 12
+SESSIONS_MAX = 1000
+# Live-update streams one person may hold open, and watch threads in all.
+STREAMS_PER_PERSON = 4
+WATCHERS_MAX = 256
+# Events one stream holds for a page that does not read them; past it the stream ends and
+# the page's EventSource opens it again, starting from a fresh list.
+QUEUED_MAX = 512
 # Namespaces tried for a person who may list neither all Monitors nor all namespaces.
-NAMESPACES_MAX = 200
+NAMESPACES_MAX = 50
 SCOPE_SECONDS = 30.0
 # A watch request's length: a stream whose page went away is noticed within it.
 WATCH_SECONDS = 30
@@ -54,6 +62,11 @@ NOTE_MAX = 500
 STATIC = Path(__file__).parent / "static"
 TEMPLATES = Path(__file__).parent / "templates"
 SERVICE_ACCOUNT = "system:serviceaccount:"
+# What a bearer token may hold: printable ASCII, no space (a header value can carry no more).
+TOKEN = re.compile(r"[\x21-\x7e]{1,16384}")
+# Kubernetes names: a namespace is a DNS label, a Monitor a DNS subdomain (no `.` or `..`).
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?){0,20}"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -95,6 +108,12 @@ class Console:
         self.kubeconfig_client = kubeconfig_client
         self.secret = secrets.token_bytes(32)
         self.launch_token: str | None = secrets.token_urlsafe(32) if self.local else None
+        # Locally, every path sits under a secret prefix that the session cookie is bound
+        # to: a browser sends a cookie of 127.0.0.1 to every port of it, so another local
+        # user's server on another port must not be able to name a path that gets it.
+        self.root = f"/s/{secrets.token_urlsafe(16)}/" if self.local else "/"
+        self.streams: dict[str, int] = {}
+        self.watchers = 0
         self.sessions: dict[str, Session] = {}
         self.scopes: dict[str, tuple[float, list[str | None]]] = {}
         from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -108,6 +127,9 @@ class Console:
 
     def csrf(self, person: Person) -> str:
         return hmac.new(self.secret, person.key.encode(), hashlib.sha256).hexdigest()
+
+    def login_csrf(self, nonce: str) -> str:
+        return hmac.new(self.secret, b"login:" + nonce.encode(), hashlib.sha256).hexdigest()
 
     def token_client(self, token: str) -> Any:
         """A client that carries `token` and nothing else of this process."""
@@ -134,6 +156,13 @@ class Console:
         now = time.monotonic()
         for sid in [s for s, session in self.sessions.items() if session.expires < now]:
             del self.sessions[sid]
+        # The oldest go first when sign-ins outrun expiry.
+        for sid in sorted(self.sessions, key=lambda s: self.sessions[s].expires)[
+            : max(0, len(self.sessions) - SESSIONS_MAX + 1)
+        ]:
+            del self.sessions[sid]
+        for key in [k for k, (until, _) in self.scopes.items() if until < now]:
+            del self.scopes[key]
 
     def session_of(self, request: web.Request) -> Session | None:
         sid = request.cookies.get(SESSION_COOKIE, "")
@@ -149,12 +178,14 @@ class Console:
             httponly=True,
             samesite="Strict",
             secure=self.settings.secure_cookies,
-            path="/",
+            path=self.root,
             max_age=SESSION_HOURS * 3600,
         )
 
     def render(self, template: str, status: int = 200, **values: Any) -> web.Response:
-        text = self.templates.get_template(template).render(local=self.local, **values)
+        text = self.templates.get_template(template).render(
+            local=self.local, root=self.root, **values
+        )
         return web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
 
     # --- what the person may see -------------------------------------------------------------
@@ -168,6 +199,11 @@ class Console:
         found = _scope(person, self.settings.namespaces)
         self.scopes[person.key] = (time.monotonic() + SCOPE_SECONDS, found)
         return found
+
+
+def _same(offered: str, expected: str) -> bool:
+    """A constant-time comparison that any text offered may reach (non-ASCII included)."""
+    return hmac.compare_digest(offered.encode(), expected.encode())
 
 
 def _custom(person: Person) -> Any:
@@ -250,7 +286,8 @@ def _api_refusal(error: Exception) -> tuple[int, str]:
     if isinstance(error, ApiException):
         said = server_message(error) or str(error.reason or "")
         return int(error.status or 500), f"{error.status} {error.reason}: {said}"
-    return 500, f"{type(error).__name__}: {error}"
+    # Not its text: a client error may quote the request, and so the person's token.
+    return 502, f"the API server could not be asked ({type(error).__name__})"
 
 
 # --- the web application ---------------------------------------------------------------------
@@ -258,8 +295,8 @@ def _api_refusal(error: Exception) -> tuple[int, str]:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 CONSOLE = web.AppKey("console", Console)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
-# Paths served to anyone: the sign-in form, the probe, and what a browser asks by itself.
-OPEN_PATHS = ("/login", "/healthz", "/favicon.ico")
+# Paths served to anyone, outside the console's root: the probe, and what a browser asks.
+ANYWHERE = ("/healthz", "/favicon.ico")
 PERSON = web.RequestKey("person", Person)
 # Absent for a request that brings its own bearer token.
 SESSION = web.RequestKey("session", Session)
@@ -267,6 +304,13 @@ SESSION = web.RequestKey("session", Session)
 
 def _person(request: web.Request) -> Person:
     return request[PERSON]
+
+
+def _same_origin(request: web.Request) -> None:
+    origin = request.headers.get("Origin")
+    # The host alone: behind a TLS proxy the browser's scheme is not the one seen here.
+    if origin is not None and urlsplit(origin).netloc != request.host:
+        raise web.HTTPForbidden(text="refused: a request from another origin")
 
 
 def _strict(headers: Any) -> None:
@@ -294,14 +338,20 @@ def build_app(console: Console) -> web.Application:
         # A page whose name was rebound to 127.0.0.1 reaches the port, but not by this name.
         if console.local and request.url.host not in LOOPBACK_NAMES:
             raise web.HTTPMisdirectedRequest(text="refused: not a loopback host name")
-        if request.path.startswith("/static/") or request.path in OPEN_PATHS:
+        if request.path in ANYWHERE:
+            return await handler(request)
+        if not request.path.startswith(console.root):
+            raise web.HTTPNotFound()
+        path = "/" + request.path.removeprefix(console.root)
+        if path.startswith("/static/") or path == "/login":
             return await handler(request)
         offered = request.query.get("token")
         if console.local and offered is not None:
             _launch(offered)
         session = console.session_of(request)
         header = request.headers.get("Authorization", "")
-        if not console.local and header.startswith("Bearer ") and session is None:
+        # A proxy's header wins over a cookie: a cookie can be planted, the header cannot.
+        if not console.local and header.startswith("Bearer "):
             request[PERSON] = console.token_person(header[len("Bearer ") :].strip())
         elif session is not None:
             request[PERSON] = session.person
@@ -309,7 +359,7 @@ def build_app(console: Console) -> web.Application:
         elif console.local:
             return console.render("locked.html", status=401, title="Open the console's URL")
         else:
-            raise web.HTTPSeeOther("/login")
+            raise web.HTTPSeeOther(console.root + "login")
         if request.method == "POST":
             await _check_post(request)
         return await handler(request)
@@ -317,7 +367,7 @@ def build_app(console: Console) -> web.Application:
     def _launch(offered: str) -> None:
         """Sign the browser in with the one-time link, spending it; always raises."""
         expected = console.launch_token
-        if expected is None or not hmac.compare_digest(offered, expected):
+        if expected is None or not _same(offered, expected):
             raise web.HTTPUnauthorized(
                 text=console.render(
                     "locked.html", title="This link was used already", spent=True
@@ -327,19 +377,16 @@ def build_app(console: Console) -> web.Application:
         console.launch_token = None
         assert console.kubeconfig_client is not None
         person = Person(console.kubeconfig_client, "local:" + secrets.token_hex(16))
-        response = web.HTTPSeeOther("/monitors")
+        response = web.HTTPSeeOther(console.root + "monitors")
         console.set_session_cookie(response, console.new_session(person))
         log.info("the console's one-time link was opened; it no longer works")
         raise response
 
     async def _check_post(request: web.Request) -> None:
-        origin = request.headers.get("Origin")
-        # The host alone: behind a TLS proxy the browser's scheme is not the one seen here.
-        if origin is not None and urlsplit(origin).netloc != request.host:
-            raise web.HTTPForbidden(text="refused: a request from another origin")
+        _same_origin(request)
         form = await request.post()
         offered = str(form.get("csrf") or "")
-        if not hmac.compare_digest(offered, console.csrf(_person(request))):
+        if not _same(offered, console.csrf(_person(request))):
             raise web.HTTPForbidden(text="refused: the request carries no valid CSRF token")
 
     async def blocking(call: Callable[[], Any]) -> Any:
@@ -368,7 +415,7 @@ def build_app(console: Console) -> web.Application:
     # --- pages ---
 
     async def index(_: web.Request) -> web.StreamResponse:
-        raise web.HTTPSeeOther("/monitors")
+        raise web.HTTPSeeOther(console.root + "monitors")
 
     async def healthz(_: web.Request) -> web.StreamResponse:
         return web.Response(text="ok")
@@ -444,7 +491,13 @@ def build_app(console: Console) -> web.Application:
         def read() -> tuple[bool, str]:
             out, err = io.StringIO(), io.StringIO()
             done = show_logs(
-                name, namespace, seq=seq, api_client=person.api_client, out=out, err=err
+                name,
+                namespace,
+                seq=seq,
+                api_client=person.api_client,
+                dev_logs=console.local,
+                out=out,
+                err=err,
             )
             text = out.getvalue() if done == 0 else err.getvalue()
             return done == 0, text[-LOG_MAX_BYTES:]
@@ -470,7 +523,7 @@ def build_app(console: Console) -> web.Application:
         session: Session | None = request.get(SESSION)
         if session is not None:
             session.flash.append(said[1])
-            raise web.HTTPSeeOther(f"/monitors/{namespace}/{name}")
+            raise web.HTTPSeeOther(f"{console.root}monitors/{namespace}/{name}")
         return page(
             request,
             "error.html" if not said[0] else "done.html",
@@ -491,6 +544,8 @@ def build_app(console: Console) -> web.Application:
             form = await request.post()
             request_id = str(form.get("request") or "")
             note = str(form.get("note") or "")[:NOTE_MAX]
+            if not request_id:
+                return await answered(request, (False, "goalkeeper: the form names no request"))
 
             def run() -> tuple[bool, str]:
                 return _printed(
@@ -498,7 +553,7 @@ def build_app(console: Console) -> web.Application:
                         name,
                         namespace,
                         ApprovalDecision(decision),
-                        request_id=request_id or None,
+                        request_id=request_id,
                         reason=note,
                         api_client=person.api_client,
                         out=out,
@@ -517,8 +572,19 @@ def build_app(console: Console) -> web.Application:
         namespace, name = _names(request)
         form = await request.post()
         note = str(form.get("note") or "")[:NOTE_MAX]
+        shown = str(form.get("request") or "")
 
         def run() -> tuple[bool, str]:
+            from goalkeeper import monitors
+
+            # What is confirmed is what the person read: not a reading changed since.
+            status = (monitors.get_monitor(_custom(person), namespace, name).get("status")) or {}
+            open_now = str((status.get("approval") or {}).get("id") or "")
+            if not shown or shown != open_now:
+                return False, (
+                    f"goalkeeper: the request you answered ({shown or 'none'}) is not the one "
+                    f"open now ({open_now or 'none'}): read the page again before confirming"
+                )
             return _printed(
                 lambda out, err: authorityctl.run(
                     name,
@@ -564,25 +630,38 @@ def build_app(console: Console) -> web.Application:
         # Kept while the browser holds one: a second load of the page (or a request it
         # redirects here) must not spend the nonce of a form already shown.
         nonce = request.cookies.get(LOGIN_COOKIE) or secrets.token_urlsafe(24)
-        response = console.render("login.html", title="Sign in", csrf=nonce, flash=[])
+        response = console.render(
+            "login.html", title="Sign in", csrf=console.login_csrf(nonce), flash=[]
+        )
         response.set_cookie(
             LOGIN_COOKIE,
             nonce,
             httponly=True,
             samesite="Strict",
             secure=console.settings.secure_cookies,
-            path="/login",
+            path=console.root + "login",
         )
         return response
 
     async def login(request: web.Request) -> web.StreamResponse:
         if console.local:
             raise web.HTTPNotFound()
+        _same_origin(request)
         form = await request.post()
         nonce = request.cookies.get(LOGIN_COOKIE, "")
-        if not nonce or not hmac.compare_digest(str(form.get("csrf") or ""), nonce):
+        # Bound to this console's secret: a cookie planted with a nonce of one's own choosing
+        # does not make a form value that passes.
+        if not nonce or not _same(str(form.get("csrf") or ""), console.login_csrf(nonce)):
             raise web.HTTPForbidden(text="refused: the request carries no valid CSRF token")
         token = str(form.get("token") or "").strip()
+        if not TOKEN.fullmatch(token):
+            return console.render(
+                "login.html",
+                status=401,
+                title="Sign in",
+                csrf=console.login_csrf(nonce),
+                flash=["A bearer token is one line of printable characters; paste it again."],
+            )
         person = console.token_person(token)
 
         try:
@@ -596,45 +675,73 @@ def build_app(console: Console) -> web.Application:
                 else f"Could not ask the API server about this token: {said}"
             )
             return console.render(
-                "login.html", status=401, title="Sign in", csrf=nonce, flash=[why]
+                "login.html",
+                status=401,
+                title="Sign in",
+                csrf=console.login_csrf(nonce),
+                flash=[why],
             )
-        response = web.HTTPSeeOther("/monitors")
+        response = web.HTTPSeeOther(console.root + "monitors")
         console.set_session_cookie(response, console.new_session(person))
-        response.del_cookie(LOGIN_COOKIE, path="/login")
+        response.del_cookie(LOGIN_COOKIE, path=console.root + "login")
         raise response
 
     async def logout(request: web.Request) -> web.StreamResponse:
         console.sessions.pop(request.cookies.get(SESSION_COOKIE, ""), None)
-        response = web.HTTPSeeOther("/login" if not console.local else "/monitors")
-        response.del_cookie(SESSION_COOKIE, path="/")
+        console.sessions.pop(request.cookies.get(SESSION_COOKIE, ""), None)
+        response = web.HTTPSeeOther(console.root + ("monitors" if console.local else "login"))
+        response.del_cookie(SESSION_COOKIE, path=console.root)
         raise response
 
     # --- live updates (server-sent events from watches) ---
 
     async def stream(
-        request: web.Request, follow: Callable[[Callable[[Any], None], threading.Event], None]
+        request: web.Request, threads: int, follow: Callable[[Watching], None]
     ) -> web.StreamResponse:
+        """Server-sent events from `follow`, run in a thread holding `threads` watches,
+        while the page reads them and its session lasts."""
+        person = _person(request)
+        session: Session | None = request.get(SESSION)
+        held = console.streams.get(person.key, 0)
+        if held >= STREAMS_PER_PERSON or console.watchers + threads > WATCHERS_MAX:
+            raise web.HTTPTooManyRequests(text="too many live updates open; close a page")
+        console.streams[person.key] = held + 1
+        console.watchers += threads
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
         )
-        await response.prepare(request)
+        _strict(response.headers)
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        stop = threading.Event()
+        queue: asyncio.Queue[Any] = asyncio.Queue(QUEUED_MAX)
+        watching = Watching(threading.Event(), [], lambda data: None)
+
+        def put(data: Any) -> None:
+            if queue.full():  # a page that does not read: end its stream
+                watching.stop.set()
+            else:
+                queue.put_nowait(data)
 
         def emit(data: Any) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, data)
+            loop.call_soon_threadsafe(put, data)
+
+        watching.emit = emit
 
         def run() -> None:
             try:
-                follow(emit, stop)
+                follow(watching)
             except Exception as error:  # the page shows that its live updates ended
                 _, said = _api_refusal(error)
-                emit({"type": "ERROR", "message": said})
+                watching.emit({"type": "ERROR", "message": said})
 
-        threading.Thread(target=run, name="console-watch", daemon=True).start()
+        def alive() -> bool:
+            if watching.stop.is_set():
+                return False
+            return session is None or console.session_of(request) is session
+
         try:
-            while True:
+            await response.prepare(request)
+            threading.Thread(target=run, name="console-watch", daemon=True).start()
+            while alive():
                 try:
                     data = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
                 except TimeoutError:
@@ -644,16 +751,22 @@ def build_app(console: Console) -> web.Application:
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
-            stop.set()
+            watching.stop.set()
+            for opened in list(watching.opened):
+                await asyncio.to_thread(_shut, opened)
+            console.streams[person.key] -= 1
+            if not console.streams[person.key]:
+                del console.streams[person.key]
+            console.watchers -= threads
         return response
 
     async def monitors_events(request: web.Request) -> web.StreamResponse:
         person = _person(request)
         scope = await blocking(lambda: console.scope(person))
 
-        def follow(emit: Callable[[Any], None], stop: threading.Event) -> None:
+        def follow(watching: Watching) -> None:
             threads = [
-                threading.Thread(target=_follow_list, args=(person, ns, emit, stop), daemon=True)
+                threading.Thread(target=_follow_list, args=(person, ns, watching), daemon=True)
                 for ns in scope
             ]
             for thread in threads:
@@ -661,28 +774,29 @@ def build_app(console: Console) -> web.Application:
             for thread in threads:
                 thread.join()
 
-        return await stream(request, follow)
+        return await stream(request, len(scope), follow)
 
     async def monitor_events(request: web.Request) -> web.StreamResponse:
         person = _person(request)
         namespace, name = _names(request)
 
-        def follow(emit: Callable[[Any], None], stop: threading.Event) -> None:
-            _follow_list(person, namespace, emit, stop, name=name)
+        def follow(watching: Watching) -> None:
+            _follow_list(person, namespace, watching, name=name)
 
-        return await stream(request, follow)
+        return await stream(request, 1, follow)
 
     app = web.Application(middlewares=[headers, who], client_max_size=64 * 1024)
     app[CONSOLE] = console
-    app.router.add_get("/", index)
+    root = console.root
+    app.router.add_get(root, index)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/favicon.ico", favicon)
-    app.router.add_get("/login", login_form)
-    app.router.add_post("/login", login)
-    app.router.add_post("/logout", logout)
-    app.router.add_get("/monitors", monitors_page)
-    app.router.add_get("/events", monitors_events)
-    base = "/monitors/{namespace:[a-z0-9-]{1,63}}/{name:[a-z0-9.-]{1,253}}"
+    app.router.add_get(root + "login", login_form)
+    app.router.add_post(root + "login", login)
+    app.router.add_post(root + "logout", logout)
+    app.router.add_get(root + "monitors", monitors_page)
+    app.router.add_get(root + "events", monitors_events)
+    base = root + "monitors/{namespace:" + DNS_LABEL + "}/{name:" + DNS_SUBDOMAIN + "}"
     app.router.add_get(base, monitor_page)
     app.router.add_get(base + "/events", monitor_events)
     app.router.add_get(base + "/steps/{seq:[0-9]{1,7}}/log", step_log)
@@ -692,24 +806,40 @@ def build_app(console: Console) -> web.Application:
     app.router.add_post(base + "/pause", control("pause"))
     app.router.add_post(base + "/resume", control("resume"))
     app.router.add_post(base + "/check-now", control("check"))
-    app.router.add_static("/static/", STATIC, show_index=False, follow_symlinks=False)
+    app.router.add_static(root + "static/", STATIC, show_index=False, follow_symlinks=False)
     return app
+
+
+@dataclass
+class Watching:
+    """What the watches of one live-update stream share: its stop, the watch responses
+    open now (closed at once when the page goes), and how an event reaches the page."""
+
+    stop: threading.Event
+    opened: list[Any]
+    emit: Callable[[Any], None]
+
+
+def _shut(response: Any) -> None:
+    from goalkeeper.controller.targets import shut
+
+    shut(response, "a live-update watch")
 
 
 def _follow_list(
     person: Person,
     namespace: str | None,
-    emit: Callable[[Any], None],
-    stop: threading.Event,
+    watching: Watching,
     *,
     name: str | None = None,
 ) -> None:
     """Follow the Monitors of `namespace` (None: all; `name`: that one) with a watch until
-    `stop`: a SYNC of every row after each list, then each change as it comes."""
-    from goalkeeper.controller.targets import Gone, shut, watch_events
+    the stream stops: a SYNC of every row after each list, then each change as it comes."""
+    from goalkeeper.controller.targets import Gone, watch_events
 
     custom = _custom(person)
     selector = {"field_selector": f"metadata.name={name}"} if name else {}
+    stop = watching.stop
     while not stop.is_set():
         if namespace is None:
             listing = custom.list_cluster_custom_object(GROUP, VERSION, "monitors")
@@ -718,7 +848,7 @@ def _follow_list(
                 GROUP, VERSION, namespace, "monitors", **selector
             )
         now = datetime.now(UTC)
-        emit(
+        watching.emit(
             {
                 "type": "SYNC",
                 "namespace": namespace,
@@ -741,17 +871,23 @@ def _follow_list(
                 response = custom.list_namespaced_custom_object(
                     GROUP, VERSION, namespace, "monitors", **args
                 )
+            watching.opened.append(response)
             try:
                 for event in _events(watch_events(response), stop):
                     body = event.get("object") or {}
                     version = (body.get("metadata") or {}).get("resourceVersion") or version
                     kind = str(event.get("type"))
                     if kind in ("ADDED", "MODIFIED", "DELETED"):
-                        emit(views.row(body, datetime.now(UTC)).as_event(kind))
+                        watching.emit(views.row(body, datetime.now(UTC)).as_event(kind))
             except Gone:
                 break
+            except Exception:
+                if stop.is_set():  # the stream closed this watch under the reading thread
+                    return
+                raise
             finally:
-                shut(response, f"monitors in {namespace or 'all namespaces'}")
+                watching.opened.remove(response)
+                _shut(response)
 
 
 def _events(events: Iterator[dict[str, Any]], stop: threading.Event) -> Iterator[dict[str, Any]]:
@@ -777,7 +913,7 @@ async def serve(
     await site.start()
     bound = runner.addresses[0]
     shown = f"[{bound[0]}]" if ":" in str(bound[0]) else str(bound[0])
-    url = f"http://{shown}:{bound[1]}/"
+    url = f"http://{shown}:{bound[1]}{console.root}"
     if console.launch_token is not None:
         url += f"?token={console.launch_token}"
     announce(url)

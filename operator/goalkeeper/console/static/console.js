@@ -9,7 +9,7 @@ function liveState(text) {
 
 function monitorLink(namespace, name) {
   const link = document.createElement("a");
-  link.href = "/monitors/" + encodeURIComponent(namespace) + "/" + encodeURIComponent(name);
+  link.href = document.body.dataset.root + "monitors/" + encodeURIComponent(namespace) + "/" + encodeURIComponent(name);
   link.textContent = name;
   return link;
 }
