@@ -54,3 +54,79 @@ def test_a_goal_called_complete_while_the_job_is_suspended_is_refuted_then_finis
     [fact] = observes[0]["status"]["facts"]
     assert (fact["kind"], fact["name"], fact["suspended"]) == ("Job", "build", True)
     assert "stopWhen" in fact["namedIn"]
+
+
+def old_web(namespace: str, replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "old-web", "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "old-web"}},
+            "template": {
+                "metadata": {"labels": {"app": "old-web"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "web",
+                            "image": "python:3.11",
+                            "command": ["python", "-c", "import time; time.sleep(3600)"],
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+def test_a_two_part_stop_rule_completes_only_when_both_hold_and_the_facts_settle_it(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    """The stop rule is read into two leaves: Job build succeeded, Deployment old-web has 0
+    replicas. A model that calls the goal complete once the Job succeeded is refused by the
+    second leaf; once a person scales old-web down, the check that reads both facts true is
+    settled by them, and no model is asked."""
+    from kubernetes import client
+
+    cluster.target(done=21, suspended=False, seconds=0)
+    apps = client.AppsV1Api(cluster.api)
+    apps.create_namespaced_deployment(cluster.ns, old_web(cluster.ns, 2))
+    wait_until(
+        lambda: cluster.batch.read_namespaced_job("build", cluster.ns).status.succeeded,
+        120,
+        "Job build to succeed",
+    )
+
+    def observe(facts: Facts, n: int) -> dict[str, Any]:
+        if n == 1:  # the claim the embedded model made: complete, old-web said to be at 0
+            return observation(
+                "stop", "complete", "complete", facts, "Job build succeeded; old-web is at 0.",
+                stopReason="goalComplete",
+            )  # fmt: skip
+        return observation("wait", "incomplete", "waiting", facts, "old-web still runs.")
+
+    model.default = Scenario(cluster.ns, observe)
+    stop_when = "Stop when Job build has succeeded and Deployment old-web has 0 replicas."
+    cluster.create_monitor(stopWhen=stop_when, everyMinutes=2)
+    wait_until(lambda: cluster.status().get("checks") == 1, 120, "check 1", operator.logs)
+    status = cluster.status()
+    assert status["monitor"] == "active" and status["goal"] == "incomplete"
+    leaves = status["authority"]["goal"]["done"]
+    assert [[(leaf["kind"], leaf["object"]["name"]) for leaf in group] for group in leaves] == [
+        [("jobSucceeded", "build"), ("workloadReplicas", "old-web")]
+    ]
+    sent = [json.dumps(b, ensure_ascii=False) for b in model.bodies]
+    told = [b for b in sent if "contradicts the stop rule" in b]
+    assert told and "Deployment old-web has 0 replicas" in told[0]
+    assert "does not hold (Deployment old-web: replicas 2, not 0)" in told[0]
+
+    asked = len(model.bodies)
+    apps.patch_namespaced_deployment("old-web", cluster.ns, {"spec": {"replicas": 0}})
+    status = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)
+    assert status["stop"]["reason"] == "goalComplete" and status["goal"] == "complete"
+    assert "The stop rule is met by the facts read" in status["report"]
+    # The check that settled it sent no model request.
+    assert len(model.bodies) == asked
+    last = [s for s in cluster.steps() if s["spec"]["kind"] == "observe"][-1]
+    assert last["status"]["usage"]["requests"] == 0

@@ -16,10 +16,9 @@ from goalkeeper.core.facts import (
     goal_print,
     names_in,
     scaled_to,
-    stop_rule_checks,
-    stop_rule_replicas,
 )
-from goalkeeper.core.models import FactKind, NamedIn, ObjectFacts, Observation, StepKind
+from goalkeeper.core.goals import read_stop_rule
+from goalkeeper.core.models import FactKind, JobEnd, NamedIn, ObjectFacts, Observation, StepKind
 from goalkeeper.core.steps import step_event
 
 
@@ -179,25 +178,21 @@ def test_the_stop_rules_own_replica_count_holds_back_a_goal_complete() -> None:
     idle = deployment(
         "checkout-api", replicas=0, readyReplicas=0, availableReplicas=0, updatedReplicas=0
     )
-    rule = "Stop when checkout-api has 2 available replicas."
+    rule = read_stop_rule("Stop when Deployment checkout-api has 2 available replicas.", "")
     refused = contradiction(seen("stop", **DONE), [idle], rule)
-    assert refused is not None and "checkout-api has 0 available" in refused
-    assert refused.endswith("the stop rule asks for 2.")
+    assert refused == (
+        "goal 'complete' contradicts the stop rule: \"Deployment checkout-api has 2 available "
+        'replicas" does not hold (Deployment checkout-api: available 0, wanted at least 2).'
+    )
     scaled = deployment("checkout-api", replicas=2, availableReplicas=2, readyReplicas=2)
     assert contradiction(seen("stop", **DONE), [scaled], rule) is None
-    # A rule that names no count, or several, or another object's, holds nothing back.
+    # A rule the grammar leaves to a model, or about an object not read, holds nothing back.
     for other in (
         "Stop when checkout-api is scaled back up.",
-        "Stop when checkout-api has 2 available replicas, or 3 ready pods.",
-        "Stop when checkout-api-v2 has 2 available replicas.",
+        "Stop when Deployment checkout-api-v2 has 2 available replicas.",
     ):
-        assert contradiction(seen("stop", **DONE), [idle], other) is None, other
-
-
-def test_stop_rule_replicas_reads_one_count_per_named_object() -> None:
-    assert stop_rule_replicas("Stop when db has 3 ready pods. Then web 1 replica.", "db") == 3
-    assert stop_rule_replicas("Stop when web.v2 runs 4 replicas", "web.v2") == 4
-    assert stop_rule_replicas("Stop when web-2 runs 4 replicas", "web") is None
+        found = contradiction(seen("stop", **DONE), [idle], read_stop_rule(other, ""))
+        assert found is None, other
 
 
 def test_the_step_in_flight_is_held_against_the_monitors_stop_rule() -> None:
@@ -207,8 +202,8 @@ def test_the_step_in_flight_is_held_against_the_monitors_stop_rule() -> None:
         "result": observation_dict("stop", **DONE),
         "facts": [idle.model_dump(mode="json")],
     }
-    rule = "Stop when checkout-api has 2 available replicas."
-    event = step_event(StepKind.observe, 4, status, stop_when=rule)
+    rule = read_stop_rule("Stop when Deployment checkout-api has 2 available replicas.", "")
+    event = step_event(StepKind.observe, 4, status, goal_rule=rule)
     assert isinstance(event, ObservationRejected) and "checkout-api" in event.error
     assert isinstance(step_event(StepKind.observe, 4, status), ObservationAccepted)
 
@@ -225,15 +220,34 @@ def test_running_work_is_refused_while_every_named_workload_is_scaled_to_zero() 
     assert contradiction(seen("wait"), [zero, deployment("api")]) is None
 
 
-def test_goal_complete_is_refused_before_the_checks_the_stop_rule_asks_for() -> None:
-    stop = "Stop when session-cache has stayed up without a restart for 3 checks in a row."
-    refused = contradiction(seen("stop", **DONE), [deployment()], stop, check=1)
-    assert refused == (
-        "goal 'complete' contradicts the stop rule: it asks for 3 checks, and this is check 1."
+def test_a_limit_of_checks_in_the_stop_rule_never_holds_back_a_true_completion() -> None:
+    """Seen with the word rules: "or after 10 checks without progress" refused a true
+    complete at check 3, and five refusals in a row ended the run."""
+    stop = read_stop_rule(
+        "Stop when Job etl has succeeded, or after 10 checks without progress.", ""
     )
-    assert contradiction(seen("stop", **DONE), [deployment()], stop, check=3) is None
-    assert contradiction(seen("wait"), [deployment()], stop, check=1) is None
-    assert stop_rule_checks("Stop after 2 checks, or 5 checks if it restarts.") is None
+    done = job("etl", NamedIn.stopWhen, succeeded=1, ended=JobEnd.Complete)
+    assert contradiction(seen("stop", **DONE), [done], stop, check=3) is None
+    running = job("etl", NamedIn.stopWhen, active=1)
+    refused = contradiction(seen("stop", **DONE), [running], stop, check=3)
+    assert refused is not None and "Job etl is not ended" in refused
+
+
+def test_a_two_part_stop_rule_is_complete_only_when_both_parts_hold() -> None:
+    """Seen from the embedded model: the Job had just succeeded, the Deployment still ran 2
+    replicas, and it answered complete claiming 0."""
+    stop = read_stop_rule(
+        "Stop when Job migrate has succeeded and Deployment old-web has 0 replicas.", ""
+    )
+    migrated = job("migrate", NamedIn.stopWhen, succeeded=1, ended=JobEnd.Complete)
+    still = deployment("old-web", replicas=2, availableReplicas=2, readyReplicas=2)
+    refused = contradiction(seen("stop", **DONE), [migrated, still], stop, check=1)
+    assert refused == (
+        "goal 'complete' contradicts the stop rule: \"Deployment old-web has 0 replicas\" does "
+        "not hold (Deployment old-web: replicas 2, not 0)."
+    )
+    gone = deployment("old-web", replicas=0, availableReplicas=0, readyReplicas=0)
+    assert contradiction(seen("stop", **DONE), [migrated, gone], stop, check=2) is None
 
 
 def test_a_scale_to_the_count_the_spec_already_asks_for_is_refused() -> None:

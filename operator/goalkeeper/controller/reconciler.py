@@ -16,7 +16,6 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -465,11 +464,7 @@ class Reconciler:
         except ForeignObject as foreign:
             halted = halt(status, str(foreign), now)
             return await self._carry_out(monitor, spec, halted), None, status
-        facts = (
-            replace(await self._step_facts(monitor, status, fresh), stop_when=spec.stopWhen)
-            if status.step is not None
-            else None
-        )
+        facts = await self._step_facts(monitor, status, fresh) if status.step is not None else None
         meta = monitor["metadata"]
         controls = controls_of(meta.get("annotations"))
         event = next_event(status, meta.get("generation"), facts, now, controls)

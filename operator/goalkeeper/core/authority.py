@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from goalkeeper.core import reading
+from goalkeeper.core import goals, reading
 from goalkeeper.core.models import (
     INSTRUCTIONS_CONFIGMAP,
     INSTRUCTIONS_KEY,
@@ -349,6 +349,7 @@ def pin(
         typedGrants=grants,
         typedProhibitions=list(read.prohibitions)[:TYPED_MAX],
         unclear=_bounded(unclear),
+        goal=goals.read_stop_rule(spec.stopWhen, "", spec.task),
     )
     return PinnedAuthority(contract, actions, record)
 

@@ -25,9 +25,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from hashlib import sha256
 from typing import Any
 
+from goalkeeper.core.goals import refuted_completion
 from goalkeeper.core.models import (
     ActionKind,
     FactKind,
+    GoalRule,
     GoalState,
     JobEnd,
     NamedIn,
@@ -120,34 +122,8 @@ def _rollout_short(fact: ObjectFacts) -> bool:
     return any((n or 0) < want for n in (fact.availableReplicas, fact.updatedReplicas))
 
 
-# "2 available replicas", "3 ready pods": a count the stop rule names.
-_COUNT = re.compile(r"\b(\d+)\s+(?:available\s+|ready\s+|running\s+)?(?:replicas?|pods?)\b")
-
-
 # An action that restarts a workload's pods ("rollout restart", "Restart Deployment web").
 _RESTART = re.compile(r"\brestart")
-
-# "for 3 checks in a row", "2 consecutive checks": a number of checks the stop rule asks for.
-_CHECKS = re.compile(r"\b(\d+)\s+(?:consecutive\s+|more\s+|straight\s+)?checks?\b")
-
-
-def stop_rule_checks(stop_when: str) -> int | None:
-    """The one number of checks the stop rule asks for; None when it names none, or more
-    than one."""
-    counts = {int(n) for n in _CHECKS.findall(stop_when.casefold())}
-    return counts.pop() if len(counts) == 1 else None
-
-
-def stop_rule_replicas(stop_when: str, name: str) -> int | None:
-    """The one replica count the stop rule's sentences that name `name` ask for; None when
-    they name none, or more than one."""
-    own = re.compile(rf"(?<![-a-z0-9.]){re.escape(name)}(?![-a-z0-9])")
-    counts: set[int] = set()
-    for sentence in re.split(r"[.;](?:\s|$)", stop_when):
-        if own.search(sentence):
-            counts.update(int(n) for n in _COUNT.findall(sentence))
-    return counts.pop() if len(counts) == 1 else None
-
 
 # "Scale StatefulSet queue-broker to 3 replicas", "scale web: set replicas=3".
 _SCALE = re.compile(r"\bscal")
@@ -164,28 +140,17 @@ def scaled_to(action: str) -> int | None:
     return counts.pop() if len(counts) == 1 else None
 
 
-def _short_of_stop_rule(fact: ObjectFacts, stop_when: str) -> int | None:
-    """The stop rule's replica count for `fact` when the workload is short of it."""
-    wanted = stop_rule_replicas(stop_when, fact.name)
-    if wanted is None or max(fact.availableReplicas or 0, fact.readyReplicas or 0) >= wanted:
-        return None
-    return wanted
-
-
 def contradiction(
-    observation: Observation, facts: Sequence[ObjectFacts], stop_when: str = "", check: int = 0
+    observation: Observation,
+    facts: Sequence[ObjectFacts],
+    goal_rule: GoalRule | None = None,
+    check: int = 0,
 ) -> str | None:
     """The first claim of `observation` that `facts` contradict, as a sentence; else None.
-    `stop_when` is the Monitor's stop rule: a replica count it names for a workload counts,
-    and so does a number of checks it asks for, against `check`, the check answered."""
+    A claim of completion is held against `goal_rule`, the stop rule's predicates, at
+    `check`, the check answered."""
     goal = goal_objects(facts)
     jobs = [f for f in goal if f.kind is FactKind.Job]
-    wanted_checks = stop_rule_checks(stop_when)
-    if observation.goal is GoalState.complete and wanted_checks and 0 < check < wanted_checks:
-        return (
-            f"goal 'complete' contradicts the stop rule: it asks for {wanted_checks} checks, "
-            f"and this is check {check}."
-        )
     if observation.goal is GoalState.complete:
         for fact in goal:
             unfinished = fact.kind is FactKind.Job and fact.ended is None
@@ -205,12 +170,9 @@ def contradiction(
                     f"{', '.join(fact.staleConfig)} was last written, so they run its earlier "
                     "data."
                 )
-            wanted = _short_of_stop_rule(fact, stop_when) if fact.kind in _WORKLOADS else None
-            if wanted is not None:
-                return (
-                    f"goal 'complete' contradicts what the step read: {describe(fact)}, and "
-                    f"the stop rule asks for {wanted}."
-                )
+        refuted = refuted_completion(goal_rule, facts, checks=check)
+        if refuted is not None:
+            return refuted
     if observation.stopReason is ObservedStopReason.outsideAuthority:
         for job in jobs:
             if job_runs(job):

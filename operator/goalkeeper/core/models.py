@@ -641,6 +641,117 @@ class UnclearWords(Model):
     source: Words | None = None
 
 
+# --- the stop rule as typed predicates (core/goals.py reads and evaluates it) -----------
+
+
+class LeafKind(StrEnum):
+    jobSucceeded = "jobSucceeded"
+    jobFailed = "jobFailed"
+    jobRunning = "jobRunning"
+    jobSuspended = "jobSuspended"
+    workloadAvailable = "workloadAvailable"  # availableReplicas >= count (None: all desired)
+    workloadReplicas = "workloadReplicas"  # spec replicas == count
+    workloadUpdated = "workloadUpdated"  # rollout finished: updated == replicas == available
+    podsRestarting = "podsRestarting"  # a pod of the workload or Job crash-loops
+    cronjobSuspended = "cronjobSuspended"
+    cronjobLastRunSucceeded = "cronjobLastRunSucceeded"
+    configMapKey = "configMapKey"  # data[key] == value
+    checksAtLeast = "checksAtLeast"
+    unchangedFor = "unchangedFor"  # count checks in a row with nothing changed
+    elapsedAtLeast = "elapsedAtLeast"  # minutes since the run started
+    judged = "judged"  # only a model can tell
+
+
+GROUPS_MAX = LEAVES_MAX = GIVE_UP_MAX = UNCLEAR_GOAL_MAX = 8
+
+_JOB = frozenset({"Job"})
+_WORKLOADS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
+# The kinds of object each leaf is about; a leaf of no kind here names no object.
+_FITS: dict[LeafKind, frozenset[str]] = {
+    LeafKind.jobSucceeded: _JOB,
+    LeafKind.jobFailed: _JOB,
+    LeafKind.jobRunning: _JOB,
+    LeafKind.jobSuspended: _JOB,
+    LeafKind.workloadAvailable: _WORKLOADS,
+    LeafKind.workloadReplicas: frozenset({"Deployment", "StatefulSet"}),
+    LeafKind.workloadUpdated: _WORKLOADS,
+    LeafKind.podsRestarting: _WORKLOADS | _JOB,
+    LeafKind.cronjobSuspended: frozenset({"CronJob"}),
+    LeafKind.cronjobLastRunSucceeded: frozenset({"CronJob"}),
+    LeafKind.configMapKey: frozenset({"ConfigMap"}),
+}
+_LIMITS = frozenset({LeafKind.checksAtLeast, LeafKind.unchangedFor, LeafKind.elapsedAtLeast})
+_COUNTED = _LIMITS | {LeafKind.workloadReplicas}
+# Leaves that, true, end a run without meeting its goal: only ever give-up leaves.
+_FAILURES = frozenset({LeafKind.jobFailed, LeafKind.podsRestarting})
+
+GoalQuote = Annotated[str, Field(min_length=1, max_length=RECORD_QUOTE_MAX)]
+
+
+class GoalLeaf(Model):
+    """One predicate of the stop rule over facts the step's code reads, with the words it is
+    read from. A `judged` leaf carries the words a model must answer as its question."""
+
+    id: Identifier
+    kind: LeafKind
+    object: ObjectRef | None = None
+    count: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    key: Annotated[str, Field(max_length=253)] | None = None
+    value: Annotated[str, Field(max_length=253)] | None = None
+    negated: StrictBool = False
+    quote: GoalQuote
+    question: GoalQuote | None = None
+
+    @model_validator(mode="after")
+    def _shaped(self) -> Self:
+        fits = _FITS.get(self.kind, frozenset())
+        if (self.object.kind if self.object else None) not in (fits or {None}):
+            raise ValueError(f"a {self.kind.value} leaf is about one of {sorted(fits) or 'none'}")
+        if (self.count is not None) != (self.kind in _COUNTED) and (
+            self.kind is not LeafKind.workloadAvailable
+        ):
+            raise ValueError(f"a {self.kind.value} leaf lacks its count, or has one it takes none")
+        if (self.key is not None) != (self.kind is LeafKind.configMapKey) or (
+            (self.key is None) != (self.value is None)
+        ):
+            raise ValueError("a configMapKey leaf, and only it, names a key and a value")
+        if (self.question is not None) != (self.kind is LeafKind.judged):
+            raise ValueError("a judged leaf, and only it, has a question")
+        return self
+
+
+class GoalRule(Model):
+    """The stop rule as read: done when every leaf of some group holds; given up when any
+    give-up leaf holds; `unclear`: sentences the grammar placed nowhere, for a person."""
+
+    namespace: Annotated[str, Field(max_length=63)] = Field(
+        default="", description="The Monitor's: facts are read there."
+    )
+    done: Annotated[
+        list[Annotated[list[GoalLeaf], Field(min_length=1, max_length=LEAVES_MAX)]],
+        Field(max_length=GROUPS_MAX),
+    ] = Field(default_factory=list)
+    giveUp: Annotated[list[GoalLeaf], Field(max_length=GIVE_UP_MAX)] = Field(default_factory=list)
+    unclear: Annotated[list[GoalQuote], Field(max_length=UNCLEAR_GOAL_MAX)] = Field(
+        default_factory=list
+    )
+
+    @model_validator(mode="after")
+    def _one_leaf_an_id(self) -> Self:
+        named: dict[str, GoalLeaf] = {}
+        for leaf in [*(leaf for group in self.done for leaf in group), *self.giveUp]:
+            if named.setdefault(leaf.id, leaf) != leaf:
+                raise ValueError(f"two leaves have the id {leaf.id}")
+        return self
+
+    def leaves(self) -> list[GoalLeaf]:
+        """Every leaf once, done groups first."""
+        found: dict[str, GoalLeaf] = {}
+        for leaf in [*(leaf for group in self.done for leaf in group), *self.giveUp]:
+            found.setdefault(leaf.id, leaf)
+        return list(found.values())
+
+
 class AuthorityRecord(Model):
     """What goalkeeper understood from the person's words for one spec generation."""
 
@@ -670,6 +781,11 @@ class AuthorityRecord(Model):
         default_factory=list,
         description="Sentences the reading could not parse whole: no act runs until a person "
         "confirms or corrects the reading.",
+    )
+    goal: GoalRule | None = Field(
+        default=None,
+        description="The stop rule read into predicates over facts: done when every leaf of "
+        "a group holds, given up when a give-up leaf holds; a judged leaf a model answers.",
     )
 
 
@@ -1375,6 +1491,11 @@ class StepInput(Model):
     )
     instructions: Instructions | None = Field(
         default=None, description="The operators' doctrine pinned with this generation."
+    )
+    goal: GoalRule | None = Field(
+        default=None,
+        description="For an observe step: the stop rule as predicates; when the facts the "
+        "step's code reads settle it, the step answers without a model.",
     )
 
 

@@ -32,6 +32,7 @@ from goalkeeper.core.models import (
     MUTATING_STEPS,
     ActionResult,
     AuthorityExtraction,
+    GoalRule,
     MonitorState,
     MonitorStatus,
     MonitorStepStatus,
@@ -67,8 +68,6 @@ class StepFacts:
     unverifiable: bool = False
     # Why the step's Job ended (failed, deleted) without a result.
     job_ended: str | None = None
-    # The Monitor's stop rule, which an observation's facts are held against.
-    stop_when: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -112,7 +111,7 @@ def next_event(
                 step.status,
                 forged=step.forged,
                 unverifiable=step.unverifiable,
-                stop_when=step.stop_when,
+                goal_rule=status.authority.goal if status.authority is not None else None,
                 check=in_flight.check,
             )
         if step.job_ended is not None:
@@ -198,7 +197,7 @@ def step_event(
     *,
     forged: str | None = None,
     unverifiable: bool = False,
-    stop_when: str = "",
+    goal_rule: GoalRule | None = None,
     check: int = 0,
 ) -> Event | None:
     """The event a MonitorStep's status stands for, or None while the step has not ended.
@@ -243,7 +242,7 @@ def step_event(
         except ValidationError as error:
             message = f"Invalid observation: {describe_errors(error)}"
             return ObservationRejected(seq, message, usage=usage)
-        refuted = contradiction(observation, status.facts, stop_when, check)
+        refuted = contradiction(observation, status.facts, goal_rule, check)
         if refuted is not None:
             return ObservationRejected(seq, f"Contradicted by the facts: {refuted}", usage=usage)
         return ObservationAccepted(

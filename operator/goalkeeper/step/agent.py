@@ -30,6 +30,7 @@ from goalkeeper.core.facts import (
     goal_print,
     runs_earlier_config,
 )
+from goalkeeper.core.goals import settled_complete
 from goalkeeper.core.guards import named_action
 from goalkeeper.core.models import (
     ActionResult,
@@ -225,6 +226,15 @@ async def run_observe(
     toolset = observe_toolset(tools)
     refusals = Refusals(step_input, tools, worked_example, log)
     read = _named_objects(step_input, tools)
+    settled = settled_complete(step_input.goal, facts.facts_of(read), checks=step_input.check)
+    if settled is not None:
+        if log is not None:
+            log.emit("settled", by="facts", report=settled.report)
+        return StepOutcome(
+            settled.model_dump(mode="json", exclude_none=True),
+            StepUsage(),
+            facts=facts.facts_of(read),
+        )
     sheet = facts.sheet(read, tools.k8s_get) + unchanged(step_input, facts.facts_of(read))
     user = prompts.observe_user_prompt(
         step_input,
@@ -470,7 +480,7 @@ def against_facts(
     an invalid answer) and, where the task authorized actions, which."""
     mutation_set = observation.action.mutationSet if observation.action else []
     read = facts.facts_of(_named_objects(step_input, tools, list(mutation_set)))
-    found = contradiction(observation, read, step_input.stopWhen, step_input.check)
+    found = contradiction(observation, read, step_input.goal, step_input.check)
     if found is None:
         return read
     hint = "Answer again from these facts."

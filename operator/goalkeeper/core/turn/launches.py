@@ -144,6 +144,11 @@ class Launching(TurnBase):
                 approvals=self.policy.approvals,
                 lastRejection=(st.lastRejection or "") if kind is StepKind.observe else "",
                 instructions=st.instructions,
+                goal=(
+                    st.authority.goal
+                    if st.authority is not None and kind is StepKind.observe
+                    else None
+                ),
             )
         self.effects.append(LaunchStep(st.stepSeq, kind, step_input, self.now))
         if kind in (StepKind.observe, StepKind.extract):
