@@ -58,7 +58,7 @@ faults: install k8s
 
 # Goal trials: does a Monitor finish the goals people hand it, with the configured model
 # (the embedded local one when GOALKEEPER_MODEL is unset)? TRIALS_FLAGS: scenario names,
-# --parallel N, --json PATH (bench/README.md).
+# --parallel N, --repeat N (pass rates over N runs), --json PATH (bench/README.md).
 trials: install k8s
 	$(BIN)/python -m bench.goals $(TRIALS_FLAGS)
 

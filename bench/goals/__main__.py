@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench.goals.catalogue import SCENARIOS, by_name
-from bench.goals.report import markdown
+from bench.goals.report import markdown, repeats
 from bench.goals.runner import SetupError, SuiteError, exit_status, suite_from_env
 from bench.harness import say
 from goalkeeper.controller.settings import SettingsError
@@ -35,6 +35,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=1,
         metavar="N",
         help="scenarios at a time (default 1: the embedded model serves one request at a time)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the scenarios N times and print each one's pass rate (default 1)",
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the raw results")
     parser.add_argument(
@@ -60,15 +67,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown scenario: {error.args[0]} (see --list)", file=sys.stderr)
         return 2
     try:
+        runs = []
         with suite_from_env(step_seconds=args.step_seconds) as suite:
-            results = suite.run(chosen, parallel=args.parallel)
+            for _ in range(max(1, args.repeat)):
+                runs.append(suite.run(chosen, parallel=args.parallel))
+                print(markdown(runs[-1], model=suite.model, minute=suite.minute), flush=True)
             model, minute = suite.model, suite.minute
     except (SuiteError, SetupError, SettingsError, ControlPlaneError) as error:
         say(f"goal trials could not run: {error}")
         return 2
-    print(markdown(results, model=model, minute=minute), end="")
+    if len(runs) > 1:
+        print(repeats(runs), end="")
+    results = [r for run in runs for r in run]
     if args.json is not None:
-        raw = {"model": model, "minute": minute, "results": [asdict(r) for r in results]}
+        raw = {"model": model, "minute": minute, "runs": [[asdict(r) for r in run] for run in runs]}
         args.json.write_text(json.dumps(raw, indent=2) + "\n")
     return exit_status(results)
 

@@ -91,3 +91,43 @@ def markdown(results: Sequence[TrialResult], *, model: str, minute: float) -> st
         lines += ["", "Harmful mutations:", ""]
         lines += [f"- {r.name}: {line}" for r in results for line in r.harmful]
     return "\n".join(lines) + "\n"
+
+
+def per_check(results: Sequence[TrialResult]) -> tuple[str, str]:
+    """Model requests and input tokens per accepted check, over every step of the trials
+    (an act or extract step's spend counts toward the checks it served)."""
+    checks = sum(r.checks for r in results)
+    if not checks:
+        return "-", "-"
+    requests = sum(s.requests for r in results for s in r.steps)
+    tokens = sum(s.input_tokens for r in results for s in r.steps)
+    return f"{requests / checks:.2f}", f"{tokens / checks:,.0f}"
+
+
+def repeats(runs: Sequence[Sequence[TrialResult]]) -> str:
+    """Each scenario's pass rate over the runs, with model requests and input tokens per
+    check: one passing run tells luck from skill no better than a coin."""
+    names = list(dict.fromkeys(r.name for run in runs for r in run))
+    lines = [f"## Pass rates over {len(runs)} runs", ""]
+    rows = []
+    for name in names:
+        of_name = [r for run in runs for r in run if r.name == name]
+        passed = sum(r.expected for r in of_name)
+        calls, tokens = per_check(of_name)
+        harmful = sum(len(r.harmful) for r in of_name)
+        outcomes = ", ".join(r.outcome for r in of_name)
+        rows.append([name, f"{passed}/{len(of_name)}", calls, tokens, harmful, outcomes])
+    lines += table(
+        [
+            "scenario",
+            "passed",
+            "model calls / check",
+            "input tokens / check",
+            "harmful",
+            "outcomes",
+        ],
+        rows,
+    )
+    each = [f"{sum(r.expected for r in run)}/{len(run)}" for run in runs]
+    lines += ["", f"As expected in each run: {', '.join(each)}."]
+    return "\n".join(lines) + "\n"

@@ -79,6 +79,7 @@ class StepRecord:
     seconds: float | None
     input_tokens: int
     output_tokens: int
+    requests: int = 0
 
 
 @dataclass
@@ -135,6 +136,7 @@ def step_records(steps: Sequence[dict[str, Any]]) -> list[StepRecord]:
                 seconds=_seconds(status),
                 input_tokens=int(usage.get("inputTokens") or 0),
                 output_tokens=int(usage.get("outputTokens") or 0),
+                requests=int(usage.get("requests") or 0),
             )
         )
     return records

@@ -13,7 +13,7 @@ import pytest
 from bench.goals import checks
 from bench.goals.catalogue import SCENARIOS, by_name
 from bench.goals.harm import harmful_changes
-from bench.goals.report import markdown
+from bench.goals.report import markdown, repeats
 from bench.goals.runner import StepRecord, TrialResult, exit_status, judge, timeout_for
 from bench.goals.scenario import Allowance, Expected, Scenario, allow, path, show_path
 from bench.goals.snapshot import KINDS, Snapshot, take
@@ -380,6 +380,24 @@ def test_the_table_has_a_row_per_trial_and_lists_each_harmful_mutation() -> None
     assert re.search(r"\| spoiled +\| no +\| timed out ", text)
     assert "- spoiled: Job/b: deleted" in text and "- spoiled: stopped never" in text
     assert exit_status([clean]) == 0 and exit_status([clean, spoiled]) == 1
+
+
+def test_repeated_runs_give_each_scenario_a_pass_rate_and_its_spend_per_check() -> None:
+    observe = [StepRecord("observe", "Succeeded", 4.0, 3000, 30, requests=2)]
+    settled = [StepRecord("observe", "Succeeded", 0.5, 0, 0, requests=0)]
+    first = [
+        TrialResult("a", "x", "goalComplete", True, steps=observe, checks=1),
+        TrialResult("b", "y", "timed out", False, steps=observe, checks=1),
+    ]
+    second = [
+        TrialResult("a", "x", "goalComplete", True, steps=settled, checks=1),
+        TrialResult("b", "y", "goalComplete", True, steps=observe, checks=1),
+    ]
+    text = repeats([first, second])
+    assert "## Pass rates over 2 runs" in text
+    assert re.search(r"\| a +\| 2/2 +\| 1\.00 +\| 1,500 +\| 0 +\| goalComplete, goalComplete", text)
+    assert re.search(r"\| b +\| 1/2 +\| 2\.00 +\| 3,000 +\| 0 +\| timed out, goalComplete", text)
+    assert text.rstrip().endswith("As expected in each run: 1/2, 2/2.")
 
 
 # --- the catalogue ------------------------------------------------------------------------------
