@@ -38,6 +38,8 @@ from goalkeeper.core.models import (
     MonitorSpec,
     MonitorState,
     MonitorStatus,
+    ObjectFacts,
+    Observation,
     StepKind,
     StopReason,
 )
@@ -1306,3 +1308,60 @@ def test_a_timer_that_stops_at_the_limit_is_written() -> None:
     loop.later(15)
     due = decide(loop.spec, loop.status, TimerDue(), loop.now)
     assert not due.unrecorded and due.status.monitor.value == "stopped"
+
+
+def _accepted(loop: Loop, obs: Observation, *facts: ObjectFacts) -> tuple[object, ...]:
+    if loop.reading():
+        loop.extract()
+    return loop.send(ObservationAccepted(loop.seq, obs, facts=facts))
+
+
+def _build(**numbers: object) -> ObjectFacts:
+    base: dict[str, object] = {"suspended": False, "active": 0, "succeeded": 0, "failed": 0}
+    return ObjectFacts.model_validate(
+        {"kind": "Job", "name": "build", "namedIn": ["stopWhen"], **base, **numbers}
+    )
+
+
+@pytest.mark.parametrize(
+    ("stop_when", "facts", "checks", "reason", "said"),
+    [
+        (
+            "Stop when Job build has succeeded, or give up if Job build fails.",
+            {"failed": 1, "ended": "Failed"},
+            1,
+            StopReason.failed,
+            '"Job build fails" holds',
+        ),
+        (
+            "Stop when Job build has succeeded, or after 3 checks.",
+            {"active": 1},
+            3,
+            StopReason.safetyLimit,
+            "3 checks accepted, the limit is 3",
+        ),
+    ],
+)
+def test_a_give_up_leaf_that_holds_ends_the_run_whatever_route_the_model_chose(
+    stop_when: str, facts: dict[str, object], checks: int, reason: StopReason, said: str
+) -> None:
+    loop = Loop(stopWhen=stop_when, everyMinutes=1)
+    loop.start()
+    for _ in range(checks - 1):
+        effects = _accepted(loop, observation("wait"), _build(active=1))
+        assert "StopMonitor" not in kinds(effects)
+        loop.later(1)
+        loop.send(TimerDue())
+    effects = _accepted(loop, observation("wait"), _build(**facts))
+    stop = stopped_with(effects)
+    assert stop.reason is reason and said in stop.message
+    assert loop.status.stop is not None and loop.status.stop.reason is reason
+
+
+def test_a_completion_the_model_reports_wins_over_a_limit_reached_at_the_same_check() -> None:
+    loop = Loop(stopWhen="Stop when Job build has succeeded, or after 1 checks.")
+    loop.start()
+    done = _build(succeeded=1, ended="Complete")
+    finished = observation("stop", goal="complete", stopReason="goalComplete")
+    effects = _accepted(loop, finished, done)
+    assert stopped_with(effects).reason is StopReason.goalComplete

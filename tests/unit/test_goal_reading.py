@@ -268,8 +268,27 @@ ROWS: list[tuple[str, str | tuple[str, str], list[str]]] = [
     ),
     (
         "no-pods-crash",
+        # "it" as a subject, with one object named: that object.
         "Stop when no pods of Deployment web are crash-looping and it is available.",
-        ['done when: judged "no pods of Deployment web are crash-looping and it is available"'],
+        ["done when: NOT Deployment web pods restarting AND Deployment web available"],
+    ),
+    (
+        "or-when-it-failed",
+        "Stop when Job quarterly-report has succeeded, or when it has failed.",
+        [
+            "done when: Job quarterly-report succeeded",
+            "give up when: Job quarterly-report failed",
+        ],
+    ),
+    (
+        "it-with-two-objects",
+        "Stop when Job a1 and Job b1 have succeeded, or when it fails.",
+        ['done when: judged "Job a1 and Job b1 have succeeded, or when it fails"'],
+    ),
+    (
+        "it-not-a-subject",
+        "Stop when Job x has succeeded, or when it is clear it cannot finish.",
+        ['done when: judged "Job x has succeeded, or when it is clear it cannot finish"'],
     ),
     (
         "no-pods-crash-typed",

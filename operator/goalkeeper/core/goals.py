@@ -45,16 +45,19 @@ from goalkeeper.core.models import (
     Observation,
     ObservedStopReason,
     Route,
+    StopReason,
     Words,
     WorkState,
 )
 from goalkeeper.core.reading import (
+    _KINDS,
     _RESERVED,
     TYPOGRAPHY,
     Sentence,
     _count,
     _Cursor,
     _mentions,
+    _name,
     _names,
     _NoParse,
     _objects,
@@ -983,11 +986,40 @@ def _trailing(c: _Text) -> tuple[str, int, int] | None:
     return None
 
 
+# Where "it" stands as a clause's subject: "… or when it has failed", "if it fails".
+_BEFORE_IT = frozenset({"when", "if", "once", "until", "after", "before", "and", "or", ","})
+
+
+def _resolve_it(c: _Text) -> _Text:
+    """ "it" as a subject, in a sentence that names exactly one object by kind and name,
+    read as that object ("Stop when Job a has succeeded, or when it has failed"); with more
+    objects, or none, "it" stays and its clause is judged."""
+    named = {
+        (_KINDS[w], c.words[i + 1])
+        for i, w in enumerate(c.words[:-1])
+        if w in _KINDS and _name(c.words[i + 1]) and c.words[i + 1] not in _RESERVED
+    }
+    if len(named) != 1 or "it" not in c.words:
+        return c
+    [(kind, name)] = named
+    words, raw, spans = [], [], []
+    for i, word in enumerate(c.words):
+        if word == "it" and i and c.words[i - 1] in _BEFORE_IT:
+            words += [kind.casefold(), name]
+            raw += [kind, name]
+            spans += [c.spans[i], c.spans[i]]
+        else:
+            words.append(word)
+            raw.append(c.raw[i])
+            spans.append(c.spans[i])
+    return _Text(words, 0, raw, spans, c.text)
+
+
 def _sentence(sentence: Sentence, ctx: _Context, led: bool) -> tuple[str, _Dnf, list[GoalLeaf]]:
     """A sentence's role ('lead': a `Stop when` sentence; 'condition': a list item under a
     `Stop when:` header; 'giveUp'; 'bare': no lead; 'header': under a header not read), its
     done groups and its give-up leaves."""
-    c = _text(sentence.text)
+    c = _resolve_it(_text(sentence.text))
     role = "bare"
     mode, start, end = "done", 0, len(c.words)
     if sentence.header:
@@ -1165,6 +1197,31 @@ def evaluate(
             if leaf.kind is LeafKind.judged and values[leaf.id].value is None
         ],
     )
+
+
+# What a give-up leaf that holds ends the run with: each reason from one kind of predicate.
+_GIVE_UP_REASONS = {
+    LeafKind.jobFailed: StopReason.failed,
+    LeafKind.podsRestarting: StopReason.blocked,
+    LeafKind.unchangedFor: StopReason.blocked,
+    LeafKind.checksAtLeast: StopReason.safetyLimit,
+    LeafKind.elapsedAtLeast: StopReason.safetyLimit,
+}
+
+
+def given_up(
+    rule: GoalRule | None, facts: Sequence[ObjectFacts], *, checks: int, unchanged: int
+) -> tuple[StopReason, str] | None:
+    """The stop a typed give-up leaf that holds asks for, with its words and the fact that
+    makes it hold; None when none holds (a judged one is never taken for true here)."""
+    if rule is None or not rule.giveUp:
+        return None
+    found = evaluate(rule, facts, checks=checks, unchanged=unchanged, judged={})
+    leaf = found.given_up
+    if leaf is None or leaf.kind not in _GIVE_UP_REASONS:
+        return None
+    said = f'The stop rule gives up: "{leaf.quote}" holds ({found.leaves[leaf.id].reason}).'
+    return _GIVE_UP_REASONS[leaf.kind], clip(said, LIST_ENTRY_MAX)
 
 
 def settled_complete(

@@ -205,6 +205,7 @@ class StopReason(StrEnum):
     safetyLimit = "safetyLimit"
     blocked = "blocked"
     cancelled = "cancelled"
+    failed = "failed"
 
 
 class Money(Model):

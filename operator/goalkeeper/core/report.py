@@ -157,6 +157,7 @@ STOP_HINTS = {
     StopReason.repairRepeated: f"The repair did not fix the failure: investigate it, {_RESTART}",
     StopReason.safetyLimit: "Raise spec.maxChecks to continue (the edit starts a new run).",
     StopReason.cancelled: "The Monitor was deleted.",
+    StopReason.failed: f"A Job the stop rule names failed: read why in its pods, {_RESTART}",
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from goalkeeper.core import authority, guards, health, reading, wakes
+from goalkeeper.core import authority, goals, guards, health, reading, wakes
 from goalkeeper.core.models import (
     ActionOutcome,
     ActionRequest,
@@ -74,8 +74,18 @@ class Turn(Asking):
         st.health = health.read_same(st.health, facts_print, st.checks)
 
         widening = self.record_authority(observation)
+        since = st.health.factsSince
+        given_up = goals.given_up(
+            st.authority.goal if st.authority is not None else None,
+            self.facts,
+            checks=st.checks,
+            unchanged=st.checks - since + 1 if since else 0,
+        )
         if widening is not None:
             self.report_and_stop(observation, *widening)
+        elif given_up is not None and observation.stopReason is not ObservedStopReason.goalComplete:
+            # The person's own words end the run here, whatever route the model chose.
+            self.report_and_stop(observation, *given_up)
         elif (
             observation.route is Route.stop
             and observation.stopReason is ObservedStopReason.outsideAuthority
