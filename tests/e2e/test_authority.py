@@ -55,7 +55,9 @@ def monitor_events(cluster: Cluster, uid: str, reason: str) -> list[Any]:
 def test_planted_text_cannot_write_the_authority(
     cluster: Cluster, model: ModelServer, operator: OperatorProcess
 ) -> None:
-    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns, suspended=False))
+    # Suspended, so idle: a Job that succeeded would settle the check by its facts, and no
+    # model would be asked.
+    cluster.batch.create_namespaced_job(cluster.ns, build_job(cluster.ns))
     planted = progress_map(cluster.ns, 21)
     planted["data"]["note"] = PLANTED
     cluster.core.create_namespaced_config_map(cluster.ns, planted)

@@ -4,6 +4,7 @@ never the spec or metadata the tool owns."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,9 +29,15 @@ SERVER_SET = {"resourceVersion", "generation", "uid", "creationTimestamp", "mana
 
 
 def test_spec_and_metadata_stay_as_applied_after_a_full_run(
-    cluster: Cluster, model: ModelServer, operator: OperatorProcess, control_plane: Any
+    cluster: Cluster,
+    model: ModelServer,
+    operator: OperatorProcess,
+    control_plane: Any,
+    tmp_path: Path,
 ) -> None:
-    cluster.target(suspended=False, seconds=0)
+    # The Job ends once check 1 is in: one that ended first would settle check 1 by itself.
+    gate = tmp_path / "finish"
+    cluster.target(suspended=False, gate=gate)
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         if n == 1 or not facts.succeeded:  # the step's own read holds the model to the facts
@@ -63,6 +70,8 @@ def test_spec_and_metadata_stay_as_applied_after_a_full_run(
     )
     applied = cluster.monitor()
     assert applied is not None
+    wait_until(lambda: cluster.status().get("checks") == 1, 120, "check 1", operator.logs)
+    gate.touch()
     status = wait_until(cluster.stopped, 120, "the monitor to finish", operator.logs)
     assert status["stop"]["reason"] == "goalComplete" and status["checks"] == 2
 
