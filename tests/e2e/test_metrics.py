@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,11 +38,13 @@ def value(samples: dict[Any, float], name: str, **labels: str) -> float:
 
 
 def test_metrics_count_checks_steps_and_stops(
-    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess, tmp_path: Path
 ) -> None:
     port = free_port()
     operator.restart_with(GOALKEEPER_METRICS_PORT=str(port))
-    cluster.target(suspended=False)
+    # The Job ends once check 1 is in: one that ended first would settle check 1 by itself.
+    gate = tmp_path / "finish"
+    cluster.target(suspended=False, gate=gate)
 
     def observe(facts: Facts, n: int) -> dict[str, Any]:
         if n == 1:
@@ -52,6 +55,8 @@ def test_metrics_count_checks_steps_and_stops(
 
     model.default = Scenario(cluster.ns, observe)
     cluster.create_monitor(everyMinutes=1)
+    wait_until(lambda: cluster.status().get("checks") == 1, 120, "check 1", operator.logs)
+    gate.touch()
     status = wait_until(cluster.stopped, 120, "the monitor to stop", operator.logs)
     assert status["checks"] == 2
 

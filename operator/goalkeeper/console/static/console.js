@@ -49,17 +49,21 @@ function upsert(body, data) {
   fillRow(tr, data);
 }
 
-function followList(table) {
-  const body = table.tBodies[0];
-  const source = new EventSource(table.dataset.events);
+// One live stream: its state shown on the page, each change handed to `changed`.
+function follow(url, changed) {
+  const source = new EventSource(url);
   source.onopen = () => liveState("on");
   source.onerror = () => liveState("reconnecting");
   source.onmessage = (message) => {
     const data = JSON.parse(message.data);
-    if (data.type === "ERROR") {
-      liveState("stopped: " + data.message);
-      return;
-    }
+    if (data.type === "ERROR") liveState("stopped: " + data.message);
+    else changed(data);
+  };
+}
+
+function followList(table) {
+  const body = table.tBodies[0];
+  follow(table.dataset.events, (data) => {
     if (data.type === "SYNC") {
       for (const tr of Array.from(body.rows)) {
         if (data.namespace === null || tr.dataset.key.startsWith(data.namespace + "/")) {
@@ -72,36 +76,28 @@ function followList(table) {
     }
     const empty = document.getElementById("empty");
     if (empty) empty.hidden = body.rows.length > 0;
-  };
+  });
 }
 
 function followMonitor(live) {
-  const source = new EventSource(live.dataset.events);
   let pending = false;
-  source.onopen = () => liveState("on");
-  source.onerror = () => liveState("reconnecting");
-  source.onmessage = (message) => {
-    const data = JSON.parse(message.data);
-    if (data.type === "ERROR") {
-      liveState("stopped: " + data.message);
+  // Several changes in a burst fetch the section once.
+  const swap = async () => {
+    // A note being typed is not wiped: the swap waits until the field is left.
+    const active = document.activeElement;
+    if (active && active.tagName === "INPUT" && live.contains(active)) {
+      setTimeout(swap, 1000);
       return;
     }
+    pending = false;
+    const response = await fetch(live.dataset.fragment, { credentials: "same-origin" });
+    if (response.ok) live.innerHTML = await response.text();
+  };
+  follow(live.dataset.events, () => {
     if (pending) return;
     pending = true;
-    // Several changes in a burst fetch the section once.
-    const swap = async () => {
-      // A note being typed is not wiped: the swap waits until the field is left.
-      const active = document.activeElement;
-      if (active && active.tagName === "INPUT" && live.contains(active)) {
-        setTimeout(swap, 1000);
-        return;
-      }
-      pending = false;
-      const response = await fetch(live.dataset.fragment, { credentials: "same-origin" });
-      if (response.ok) live.innerHTML = await response.text();
-    };
     setTimeout(swap, 300);
-  };
+  });
 }
 
 document.addEventListener("DOMContentLoaded", () => {
