@@ -124,6 +124,26 @@ def seen(driver: Any, css: str, timeout: float = 60) -> Any:
     )
 
 
+def steady(driver: Any, read: Any, what: str, timeout: float = 60) -> Any:
+    """`read()` of the page, again when the live section was swapped under it."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    def attempt() -> tuple[Any] | None:
+        try:
+            return (read(),)
+        except (NoSuchElementException, StaleElementReferenceException):
+            return None
+
+    found = wait_until(attempt, timeout, what, lambda: driver.page_source[-3000:])
+    return found[0]
+
+
+def press(driver: Any, css: str) -> None:
+    """Click what `css` finds once it is there, found again if the page swapped it."""
+    seen(driver, css)
+    steady(driver, lambda: driver.find_element("css selector", css).click(), f"a click on {css}")
+
+
 def post(url: str, cookie: str, form: dict[str, str]) -> tuple[int, str]:
     """A form POST with the browser's session cookie, as a page elsewhere might send it."""
     body = "&".join(f"{k}={v}" for k, v in form.items()).encode()
@@ -189,13 +209,25 @@ def test_a_person_follows_and_answers_a_monitor_in_the_console(
         page = f"{base}monitors/{cluster.ns}/build"
         browser.get(page)
         # Check 1 asks for approval; the page follows the Monitor live.
-        approve = seen(browser, "#approve", 120)
-        points = browser.find_elements(By.CSS_SELECTOR, 'figure[data-track="modules"] circle')
-        assert len(points) == cluster.status()["checks"] == 1
+        seen(browser, "#approve", 120)
+        points = steady(
+            browser,
+            lambda: len(
+                browser.find_elements(By.CSS_SELECTOR, 'figure[data-track="modules"] circle')
+            ),
+            "the plot",
+        )
+        assert points == cluster.status()["checks"] == 1
         # The report's markup is text: nothing ran, no element was made from it.
-        report = browser.find_element(By.ID, "report")
-        assert "<script>" in report.text and "onerror" in report.text
-        assert report.find_elements(By.CSS_SELECTOR, "*") == []
+        text, children = steady(
+            browser,
+            lambda: (
+                browser.find_element(By.ID, "report").text,
+                len(browser.find_element(By.ID, "report").find_elements(By.CSS_SELECTOR, "*")),
+            ),
+            "the report",
+        )
+        assert "<script>" in text and "onerror" in text and children == 0
         assert browser.execute_script("return window.__ran === undefined")
         assert browser.find_elements(By.CSS_SELECTOR, "#timeline tr.step-observe")
         DOCS.mkdir(exist_ok=True)
@@ -207,8 +239,13 @@ def test_a_person_follows_and_answers_a_monitor_in_the_console(
         annotations = cluster.monitor()["metadata"].get("annotations") or {}
         assert "goalkeeper.dev/paused" not in annotations
 
-        browser.find_element(By.ID, "approve-note").send_keys("Q4 GPUs")
-        approve.click()
+        # While the note has the focus the page holds its live swap, so Approve stays put.
+        steady(
+            browser,
+            lambda: browser.find_element(By.ID, "approve-note").send_keys("Q4 GPUs"),
+            "the note",
+        )
+        press(browser, "#approve")
         flash = seen(browser, "pre.flash")
         assert f"as {me}" in flash.text
         approvals = cluster.custom.list_namespaced_custom_object(
@@ -224,10 +261,10 @@ def test_a_person_follows_and_answers_a_monitor_in_the_console(
         )
 
         # Pause and resume from the page, as alice.
-        seen(browser, "#pause").click()
+        press(browser, "#pause")
         seen(browser, "#resume")
         assert cluster.monitor()["metadata"]["annotations"]["goalkeeper.dev/paused"] == "true"
-        seen(browser, "#resume").click()
+        press(browser, "#resume")
         seen(browser, "#pause")
         wait_until(
             lambda: (
@@ -265,7 +302,7 @@ def test_a_person_follows_and_answers_a_monitor_in_the_console(
         browser.save_screenshot(str(DOCS / "console-monitor.png"))
         browser.set_window_size(1280, 1100)
         # Each step's log is a click away.
-        browser.find_element(By.CSS_SELECTOR, "#timeline tr.step-extract a").click()
+        press(browser, "#timeline tr.step-extract a")
         assert "extract" in seen(browser, "pre.log").text.splitlines()[0]
 
         # The list follows a watch: a Monitor made and deleted while the page is open comes

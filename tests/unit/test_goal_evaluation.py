@@ -21,8 +21,16 @@ from goalkeeper.core.goals import (
     evaluate,
     leaf_line,
     read_stop_rule,
+    settled_complete,
 )
-from goalkeeper.core.models import FactKind, JobEnd, NamedIn, ObjectFacts, ObjectRef
+from goalkeeper.core.models import (
+    FactKind,
+    JobEnd,
+    NamedIn,
+    ObjectFacts,
+    ObjectRef,
+    ObservedStopReason,
+)
 
 NS = "shop"
 
@@ -584,3 +592,26 @@ def test_not_flips_a_known_value(
         w = other.leaves[i].value
         assert (v.value, w) in ((None, None), (True, False), (False, True))
         assert v.reason == other.leaves[i].reason
+
+
+def test_a_check_is_settled_by_the_facts_only_when_a_whole_group_holds_typed() -> None:
+    rule = read_stop_rule(
+        "Stop when Job migrate has succeeded and Deployment old-web has 0 replicas.", ""
+    )
+    migrated = ObjectFacts(
+        kind=FactKind.Job, name="migrate", namedIn=[NamedIn.stopWhen], succeeded=1,
+        ended=JobEnd.Complete,
+    )  # fmt: skip
+    running = ObjectFacts(
+        kind=FactKind.Deployment, name="old-web", namedIn=[NamedIn.stopWhen], replicas=2
+    )
+    scaled = running.model_copy(update={"replicas": 0})
+    assert settled_complete(rule, [migrated, running], checks=1) is None
+    assert settled_complete(rule, [migrated], checks=1) is None  # old-web not read
+    settled = settled_complete(rule, [migrated, scaled], checks=2)
+    assert settled is not None and settled.stopReason is ObservedStopReason.goalComplete
+    assert '"Deployment old-web has 0 replicas" holds' in settled.report
+    assert settled.reason.startswith("Settled by the facts, with no model asked:")
+    # A judged leaf needs a model: no settling without one.
+    judged = read_stop_rule("Stop when Job migrate has succeeded and the logs look clean.", "")
+    assert settled_complete(judged, [migrated], checks=1) is None

@@ -1245,7 +1245,7 @@ def settled_complete(
         work=WorkState.complete,
         observation=said,
         report=said,
-        reason="Settled by the facts the step's code read; no model was asked.",
+        reason=clip(f"Settled by the facts, with no model asked: {held}.", LIST_ENTRY_MAX),
         stopReason=ObservedStopReason.goalComplete,
     )
 
