@@ -173,7 +173,15 @@ def _console(args: argparse.Namespace) -> int:
         port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         server = f"https://{host}:{port}"
         ca_file = ca_file or IN_CLUSTER_CA
-    loopback = args.address in ("localhost",) or ipaddress.ip_address(args.address).is_loopback
+    try:
+        loopback = args.address == "localhost" or ipaddress.ip_address(args.address).is_loopback
+    except ValueError:
+        print(
+            f"goalkeeper console: --address {args.address!r} is not an IP address "
+            "(127.0.0.1, ::1, or with --server or --in-cluster any address such as 0.0.0.0)",
+            file=sys.stderr,
+        )
+        return 2
     if server is None and not loopback:
         print(
             "goalkeeper console: --address must be a loopback address when the console uses "

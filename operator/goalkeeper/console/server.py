@@ -293,7 +293,6 @@ def _api_refusal(error: Exception) -> tuple[int, str]:
 # --- the web application ---------------------------------------------------------------------
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-CONSOLE = web.AppKey("console", Console)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 # Paths served to anyone, outside the console's root: the probe, and what a browser asks.
 ANYWHERE = ("/healthz", "/favicon.ico")
@@ -786,7 +785,6 @@ def build_app(console: Console) -> web.Application:
         return await stream(request, 1, follow)
 
     app = web.Application(middlewares=[headers, who], client_max_size=64 * 1024)
-    app[CONSOLE] = console
     root = console.root
     app.router.add_get(root, index)
     app.router.add_get("/healthz", healthz)

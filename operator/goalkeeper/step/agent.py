@@ -226,16 +226,15 @@ async def run_observe(
     toolset = observe_toolset(tools)
     refusals = Refusals(step_input, tools, worked_example, log)
     read = _named_objects(step_input, tools)
-    settled = settled_complete(step_input.goal, facts.facts_of(read), checks=step_input.check)
+    named = facts.facts_of(read)
+    settled = settled_complete(step_input.goal, named, checks=step_input.check)
     if settled is not None:
         if log is not None:
             log.emit("settled", by="facts", report=settled.report)
         return StepOutcome(
-            settled.model_dump(mode="json", exclude_none=True),
-            StepUsage(),
-            facts=facts.facts_of(read),
+            settled.model_dump(mode="json", exclude_none=True), StepUsage(), facts=named
         )
-    sheet = facts.sheet(read, tools.k8s_get) + unchanged(step_input, facts.facts_of(read))
+    sheet = facts.sheet(read, tools.k8s_get) + unchanged(step_input, named)
     user = prompts.observe_user_prompt(
         step_input,
         fence_id=tools.config.fence_id,
