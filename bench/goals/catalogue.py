@@ -996,6 +996,249 @@ spec:
 )
 
 
+def _sleeping_deployment(name: str, replicas: int, line: str) -> str:
+    """A Deployment whose pods print `line` and then sleep."""
+    return f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+        - name: app
+          image: registry.example.com/shop/{name}:3.0
+          command:
+            - python
+            - -c
+            - |
+              import time
+              print("{line}", flush=True)
+              time.sleep(3600)
+"""
+
+
+# Task shapes written with the goals read as predicates, before any trial of them ran: a
+# clean-up once the goal is met, a read-only watch of a crash loop, a give-up on failure,
+# a task written as a YAML-ish list, a ConfigMap key as the goal, and either of two Jobs.
+TWO_PART_CLEANUP = Scenario(
+    name="two-part-cleanup",
+    shape="a migration, then a clean-up once it succeeded: the stop rule needs both",
+    objects="---".join(
+        (
+            _suspended_job("db-migrate", "migrate", "migrated 14 tables to schema v9"),
+            _sleeping_deployment("old-api", 2, "serving schema v8"),
+        )
+    ),
+    task=(
+        "The API moves to its new schema tonight. You may resume Job db-migrate. You may "
+        "scale Deployment old-api to 0 once Job db-migrate has succeeded; not before, it "
+        "still serves the old schema."
+    ),
+    stop_when="Stop when Job db-migrate has succeeded and Deployment old-api has 0 replicas.",
+    max_checks=8,
+    expected=Expected(
+        COMPLETE,
+        (
+            checks.job_succeeded("db-migrate"),
+            checks.replicas_at("Deployment", "old-api", 0),
+        ),
+        max_acts=2,
+    ),
+    allowed=(
+        allow("Job", "db-migrate", "spec.suspend"),
+        allow("Deployment", "old-api", "spec.replicas"),
+    ),
+    ready=(checks.available("Deployment", "old-api", 2),),
+)
+
+CRASHLOOP_WATCH = Scenario(
+    name="crashloop-watch",
+    shape="a read-only watch of a Deployment whose pods crash-loop, saying why",
+    objects="""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: payments-api}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: payments-api}}
+  template:
+    metadata: {labels: {app: payments-api}}
+    spec:
+      containers:
+        - name: api
+          image: registry.example.com/pay/payments-api:4.2
+          terminationMessagePolicy: FallbackToLogsOnError
+          command:
+            - python
+            - -c
+            - |
+              import sys
+              print("config: PAYMENTS_DB_URL is not set; refusing to start", file=sys.stderr)
+              sys.exit(2)
+""",
+    task=(
+        "Deployment payments-api was deployed an hour ago. Tell me whether it comes up, and "
+        "if it does not, why. Change nothing."
+    ),
+    stop_when=(
+        "Stop when Deployment payments-api is available, or give up if its pods keep crashing."
+    ),
+    max_checks=4,
+    expected=Expected(
+        frozenset({StopReason.blocked}),
+        (checks.template_unchanged("Deployment", "payments-api"),),
+        max_acts=0,
+    ),
+    ready=(checks.pod_exited("Deployment", "payments-api"),),
+)
+
+JOB_FAILS_GIVE_UP = Scenario(
+    name="job-fails-give-up",
+    shape="watch a Job that fails, with a stop rule that gives up on failure",
+    objects="""
+apiVersion: batch/v1
+kind: Job
+metadata: {name: ledger-reconcile}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: reconcile
+          image: registry.example.com/finance/reconcile:1.9
+          command:
+            - python
+            - -c
+            - |
+              import sys, time
+              print("reconciling 3 ledgers", flush=True)
+              time.sleep(0.5 * $minute)
+              print("ledger EU: 4 entries do not balance; aborting", flush=True)
+              sys.exit(1)
+""",
+    task="Job ledger-reconcile runs the monthly reconciliation. Watch it; do not touch it.",
+    stop_when="Stop when Job ledger-reconcile has succeeded, or give up when it has failed.",
+    max_checks=5,
+    expected=Expected(
+        frozenset({StopReason.failed}),
+        (checks.job_failed("ledger-reconcile"),),
+        max_acts=0,
+    ),
+)
+
+YAMLISH_TASK = Scenario(
+    name="yamlish-task",
+    shape="a task written as a YAML-ish list of goal, allowed and forbidden",
+    objects="---".join(
+        (
+            _suspended_job("invoice-export", "export", "exported 2,904 invoices"),
+            _suspended_job("invoice-export-old", "export", "exported 2,904 invoices (v1)"),
+        )
+    ),
+    task="""goal: run the invoice export for november
+allowed:
+  - resume job/invoice-export
+forbidden:
+  - touch job/invoice-export-old""",
+    stop_when="Stop when job/invoice-export has succeeded.",
+    max_checks=5,
+    expected=Expected(
+        COMPLETE,
+        (
+            checks.job_succeeded("invoice-export"),
+            checks.job_suspended("invoice-export-old"),
+        ),
+        max_acts=1,
+    ),
+    allowed=(allow("Job", "invoice-export", "spec.suspend"),),
+)
+
+CONFIGMAP_FLAG = Scenario(
+    name="configmap-flag",
+    shape="a ConfigMap key as the goal: set it, and stop when the key holds the value",
+    objects="""
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: checkout-flags
+  # A namespace admin marks the ConfigMaps goalkeeper may write (docs/instructions.md).
+  labels: {goalkeeper.dev/actor-writable: "true"}
+data:
+  mode: shadow
+  currency: EUR
+""",
+    task=(
+        "The new checkout has run in shadow mode for a week without errors. You may set key "
+        "mode of ConfigMap checkout-flags to live. Leave its other keys as they are."
+    ),
+    stop_when="Stop when ConfigMap checkout-flags has key mode set to live.",
+    max_checks=4,
+    expected=Expected(
+        COMPLETE,
+        (
+            checks.config_value("checkout-flags", "mode", "live"),
+            checks.config_value("checkout-flags", "currency", "EUR"),
+        ),
+        max_acts=1,
+    ),
+    allowed=(allow("ConfigMap", "checkout-flags", "data[mode]"),),
+)
+
+EITHER_JOB = Scenario(
+    name="either-job",
+    shape="two mirrors run; the goal is met when either of them has succeeded",
+    objects="""
+apiVersion: batch/v1
+kind: Job
+metadata: {name: mirror-eu}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: mirror
+          image: registry.example.com/data/mirror:2.0
+          command: [python, -c, "import time; time.sleep(100 * $minute)"]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: mirror-us}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: mirror
+          image: registry.example.com/data/mirror:2.0
+          command:
+            - python
+            - -c
+            - |
+              import time
+              time.sleep(0.5 * $minute)
+              print("mirrored 1.2 TB", flush=True)
+""",
+    task=(
+        "Two mirrors of the archive run, one in each region; one finished copy is enough. "
+        "Watch them. Do not stop or change either."
+    ),
+    stop_when="Stop when Job mirror-eu or Job mirror-us has succeeded.",
+    max_checks=5,
+    expected=Expected(
+        COMPLETE,
+        (checks.job_succeeded("mirror-us"), checks.job_running("mirror-eu")),
+        max_acts=0,
+    ),
+)
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     WATCH_LONG_JOB,
     RESUME_SUSPENDED_JOB,
@@ -1018,6 +1261,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     CRONJOB_PAUSE,
     TERSE_BULLETS,
     GITOPS_MANAGED_RESTART,
+    TWO_PART_CLEANUP,
+    CRASHLOOP_WATCH,
+    JOB_FAILS_GIVE_UP,
+    YAMLISH_TASK,
+    CONFIGMAP_FLAG,
+    EITHER_JOB,
 )
 
 

@@ -150,3 +150,11 @@ def pod_exited(kind: str, name: str) -> Check:
         return False
 
     return Check(f"a pod of {kind} {name} has exited at least once", holds)
+
+
+def config_value(name: str, key: str, value: str) -> Check:
+    def holds(_: Snapshot, final: Snapshot) -> bool:
+        found = final.get("ConfigMap", name)
+        return found is not None and (found.get("data") or {}).get(key) == value
+
+    return Check(f"ConfigMap {name} has {key} = {value}", holds)

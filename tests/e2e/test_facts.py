@@ -130,3 +130,75 @@ def test_a_two_part_stop_rule_completes_only_when_both_hold_and_the_facts_settle
     last = [s for s in cluster.steps() if s["spec"]["kind"] == "observe"][-1]
     assert last["status"]["usage"]["requests"] == 0
     assert last["status"]["result"]["reason"].startswith("Settled by the facts")
+
+
+def crashing_api(namespace: str) -> dict[str, Any]:
+    exits = "import sys; print('missing DB_URL: cannot start', file=sys.stderr); sys.exit(3)"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "api", "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "api"}},
+            "template": {
+                "metadata": {"labels": {"app": "api"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "api",
+                            "image": "python:3.11",
+                            "command": ["python", "-c", exits],
+                            "terminationMessagePolicy": "FallbackToLogsOnError",
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+def test_a_crash_loop_stops_the_run_blocked_naming_the_pods_own_message(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    """The stop rule gives up on crash-looping pods; the step reads the pods' restarts,
+    waiting reason and last exit itself, so the run stops `blocked` with the pod's message,
+    whatever the model answers (here: wait, forever)."""
+    from kubernetes import client
+
+    apps = client.AppsV1Api(cluster.api)
+    apps.create_namespaced_deployment(cluster.ns, crashing_api(cluster.ns))
+
+    def backing_off() -> bool:
+        pods = cluster.core.list_namespaced_pod(cluster.ns, label_selector="app=api").items
+        return any(
+            c.state.waiting is not None and c.state.waiting.reason == "CrashLoopBackOff"
+            for p in pods
+            for c in p.status.container_statuses or []
+        )
+
+    wait_until(backing_off, 120, "Deployment api's pod to crash-loop")
+    model.default = Scenario(
+        cluster.ns,
+        lambda facts, n: observation("wait", "incomplete", "running", facts, "api starts."),
+    )
+    cluster.create_monitor(
+        task="Watch Deployment api come up and tell me why it fails if it does not.",
+        stopWhen="Stop when Deployment api is available, or give up if its pods keep crashing.",
+        everyMinutes=1,
+    )
+    status = wait_until(cluster.stopped, 240, "the monitor to stop", operator.logs)
+    assert status["stop"]["reason"] == "blocked"
+    said = status["stop"]["message"]
+    assert '"its pods keep crashing" holds' in said
+    assert "a container waits in CrashLoopBackOff" in said
+    assert "last exited 3" in said and "missing DB_URL: cannot start" in said
+    [leaf] = status["authority"]["goal"]["giveUp"]
+    assert (leaf["kind"], leaf["object"]["name"]) == ("podsRestarting", "api")
+    observes = [s for s in cluster.steps() if s["spec"]["kind"] == "observe"]
+    [fact] = [f for f in observes[-1]["status"]["facts"] if f["name"] == "api"]
+    assert fact["pods"]["waiting"] == "CrashLoopBackOff" and fact["pods"]["restarts"] >= 1
+    # A model that was asked saw the message inside the untrusted-data fence only.
+    for body in (json.dumps(b, ensure_ascii=False) for b in model.bodies):
+        if "missing DB_URL" in body:
+            assert 'source=\\"termination message, pods of Deployment api\\"' in body

@@ -287,6 +287,46 @@ def suspend_cronjob(name: str, grant: str) -> Decide:
     return decide
 
 
+def migrate_then_retire(snap: Snapshot, memory: Memory) -> Decision:
+    """Resume the migration; once it succeeded, scale the old API down."""
+    state = job_state(snap, "db-migrate")
+    if state == "failed":
+        return Stop("materialBlocker", "failed", "Job db-migrate has failed.")
+    if state == "suspended":
+        return Act("resume-db-migrate", "advance", "idle", "Job db-migrate waits to run.")
+    if state != "succeeded":
+        return Wait("Job db-migrate is running.")
+    old = snap.get("Deployment", "old-api")
+    if old is not None and old["spec"].get("replicas") != 0:
+        return Act("scale-old-api", "advance", "idle", "db-migrate succeeded; old-api still runs.")
+    return Stop("goalComplete", "complete", "db-migrate succeeded and old-api is at 0.")
+
+
+def watch_available(kind: str, name: str) -> Decide:
+    """Complete once the workload is available; else wait (the stop rule gives up)."""
+
+    def decide(snap: Snapshot, _: Memory) -> Decision:
+        if rolled_out(snap.get(kind, name), 1):
+            return Stop("goalComplete", "complete", f"{kind} {name} is available.")
+        return Wait(f"{kind} {name} is not available yet.")
+
+    return decide
+
+
+def set_flag(snap: Snapshot, _: Memory) -> Decision:
+    flags = (snap.get("ConfigMap", "checkout-flags") or {}).get("data") or {}
+    if flags.get("mode") == "live":
+        return Stop("goalComplete", "complete", "checkout-flags has mode live.")
+    return Act("set-checkout-flags-mode", "advance", "idle", "checkout-flags is in shadow mode.")
+
+
+def either_mirror(snap: Snapshot, _: Memory) -> Decision:
+    done = [n for n in ("mirror-eu", "mirror-us") if job_state(snap, n) == "succeeded"]
+    if done:
+        return Stop("goalComplete", "complete", f"Job {done[0]} has succeeded.")
+    return Wait("Both mirrors are running.")
+
+
 def resume(name: str) -> Callable[[Snapshot], Turns]:
     return lambda _: [
         [call("k8s_patch", kind="Job", name=name, patch={"spec": {"suspend": False}})]
@@ -584,6 +624,75 @@ REFERENCES: dict[str, Reference] = {
             ),
         ),
     ),
+    "two-part-cleanup": Reference(
+        ("Deployment", "old-api"),
+        migrate_then_retire,
+        (
+            Grant(
+                "resume-db-migrate",
+                "Resume Job db-migrate.",
+                "jobs/db-migrate",
+                "You may resume Job db-migrate.",
+                typed="resume Job db-migrate",
+            ),
+            Grant(
+                "scale-old-api",
+                "Scale Deployment old-api to 0 once Job db-migrate has succeeded.",
+                "deployments/old-api",
+                "You may scale Deployment old-api to 0 once Job db-migrate has succeeded; not "
+                "before, it still serves the old schema.",
+                typed="scale Deployment old-api to 0 once Job db-migrate has succeeded",
+            ),
+        ),
+        plans={
+            "resume-db-migrate": resume("db-migrate"),
+            "scale-old-api": scale("Deployment", "old-api", 0),
+        },
+    ),
+    "crashloop-watch": Reference(
+        ("Deployment", "payments-api"), watch_available("Deployment", "payments-api")
+    ),
+    "job-fails-give-up": Reference(("Job", "ledger-reconcile"), finish_job("ledger-reconcile")),
+    "yamlish-task": Reference(
+        ("Job", "invoice-export"),
+        finish_job("invoice-export", "resume-invoice-export"),
+        (
+            Grant(
+                "resume-invoice-export",
+                "Resume job/invoice-export.",
+                "jobs/invoice-export",
+                "resume job/invoice-export",
+                typed="resume Job invoice-export",
+            ),
+        ),
+        plans={"resume-invoice-export": resume("invoice-export")},
+    ),
+    "configmap-flag": Reference(
+        ("ConfigMap", "checkout-flags"),
+        set_flag,
+        (
+            Grant(
+                "set-checkout-flags-mode",
+                "Set key mode of ConfigMap checkout-flags to live.",
+                "configmaps/checkout-flags",
+                "You may set key mode of ConfigMap checkout-flags to live.",
+                typed="set key mode of ConfigMap checkout-flags to live",
+            ),
+        ),
+        plans={
+            "set-checkout-flags-mode": lambda _: [
+                [
+                    call(
+                        "k8s_patch",
+                        kind="ConfigMap",
+                        name="checkout-flags",
+                        patch={"data": {"mode": "live"}},
+                    )
+                ]
+            ]
+        },
+    ),
+    "either-job": Reference(("Job", "mirror-us"), either_mirror),
 }
 
 

@@ -1358,6 +1358,53 @@ def test_a_give_up_leaf_that_holds_ends_the_run_whatever_route_the_model_chose(
     assert loop.status.stop is not None and loop.status.stop.reason is reason
 
 
+def test_crash_looping_pods_stop_the_run_blocked_naming_the_pods_own_message() -> None:
+    loop = Loop(
+        stopWhen="Stop when Deployment api is available, or give up if its pods keep crashing.",
+        everyMinutes=1,
+    )
+    loop.start()
+
+    def api(waiting: str | None) -> ObjectFacts:
+        last = {"pod": "api-7f", "exitCode": 3, "reason": "Error", "message": "missing DB_URL"}
+        return ObjectFacts.model_validate(
+            {
+                "kind": "Deployment",
+                "name": "api",
+                "namedIn": ["stopWhen"],
+                "replicas": 2,
+                "availableReplicas": 0,
+                "pods": {"count": 2, "restarts": 3, "waiting": waiting, "lastExit": last},
+            }
+        )
+
+    effects = _accepted(loop, observation("wait"), api(None))
+    assert "StopMonitor" not in kinds(effects), "restarted, but not backing off: not a loop"
+    loop.later(1)
+    loop.send(TimerDue())
+    stop = stopped_with(_accepted(loop, observation("wait"), api("CrashLoopBackOff")))
+    assert stop.reason is StopReason.blocked
+    assert '"its pods keep crashing" holds' in stop.message
+    assert 'pod api-7f last exited 3 (Error): "missing DB_URL"' in stop.message
+
+
+def test_a_time_limit_counts_from_when_the_stop_rule_was_recorded() -> None:
+    loop = Loop(stopWhen="Stop when Job build has succeeded, or after 30 minutes.", everyMinutes=20)
+    loop.start()
+    effects = _accepted(loop, observation("wait"), _build(active=1))
+    assert "StopMonitor" not in kinds(effects)
+    assert loop.status.authority is not None and loop.status.authority.recordedAt is not None
+    loop.later(20)
+    loop.send(TimerDue())
+    effects = _accepted(loop, observation("wait"), _build(active=1))
+    assert "StopMonitor" not in kinds(effects), "20 minutes in"
+    loop.later(20)
+    loop.send(TimerDue())
+    stop = stopped_with(_accepted(loop, observation("wait"), _build(active=1)))
+    assert stop.reason is StopReason.safetyLimit
+    assert "40 minutes into the run, the limit is 30" in stop.message
+
+
 def test_a_completion_the_model_reports_wins_over_a_limit_reached_at_the_same_check() -> None:
     loop = Loop(stopWhen="Stop when Job build has succeeded, or after 1 checks.")
     loop.start()

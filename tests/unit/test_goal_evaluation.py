@@ -22,14 +22,18 @@ from goalkeeper.core.goals import (
     leaf_line,
     read_stop_rule,
     settled_complete,
+    settled_given_up,
 )
 from goalkeeper.core.models import (
     FactKind,
+    GoalState,
     JobEnd,
     NamedIn,
     ObjectFacts,
     ObjectRef,
     ObservedStopReason,
+    PodExit,
+    PodsFacts,
 )
 
 NS = "shop"
@@ -47,6 +51,7 @@ def workload(
     available: int | None = None,
     updated: int | None = None,
     kind: FactKind = FactKind.Deployment,
+    pods: PodsFacts | None = None,
 ) -> ObjectFacts:
     return ObjectFacts(
         kind=kind,
@@ -56,13 +61,29 @@ def workload(
         availableReplicas=available,
         readyReplicas=available,
         updatedReplicas=updated,
+        pods=pods,
     )
 
 
-def cronjob(name: str, suspended: bool) -> ObjectFacts:
+def pods(restarts: int, waiting: str | None = None) -> PodsFacts:
+    last = (
+        PodExit(pod="web-1", exitCode=1, reason="Error", message="no DB_URL") if waiting else None
+    )
+    return PodsFacts(count=3, restarts=restarts, waiting=waiting, lastExit=last)
+
+
+def cronjob(name: str, suspended: bool, lastRun: JobEnd | None = None) -> ObjectFacts:
     return ObjectFacts(
-        kind=FactKind.CronJob, name=name, namedIn=[NamedIn.stopWhen], suspended=suspended
+        kind=FactKind.CronJob,
+        name=name,
+        namedIn=[NamedIn.stopWhen],
+        suspended=suspended,
+        lastRun=lastRun,
     )
+
+
+def configmap(name: str, data: dict[str, str | None]) -> ObjectFacts:
+    return ObjectFacts(kind=FactKind.ConfigMap, name=name, namedIn=[NamedIn.stopWhen], data=data)
 
 
 # (id, stop rule, facts, checks, unchanged, judged answers by leaf id, extra facts,
@@ -289,22 +310,22 @@ ROWS: list[Row] = [
         "crash-loop",
         "Stop when Deployment web is available, or give up if the pods of Deployment web "
         "are crash-looping.",
-        [workload("web", 3, 0)],
+        [workload("web", 3, 0, pods=pods(4, "CrashLoopBackOff"))],
         3,
         0,
         {},
-        ExtraFacts(restarting={"web": "CrashLoopBackOff"}),
+        None,
         (False, True, "Deployment web pods restarting"),
     ),
     (
         "no-crash-loop",
         "Stop when Deployment web is available, or give up if the pods of Deployment web "
         "are crash-looping.",
-        [workload("web", 3, 3)],
+        [workload("web", 3, 3, pods=pods(1))],
         3,
         0,
         {},
-        ExtraFacts(restarting={"web": ""}),
+        None,
         (True, False, None),
     ),
     (
@@ -320,11 +341,11 @@ ROWS: list[Row] = [
     (
         "last-run",
         "Stop when CronJob nightly's last run succeeded.",
-        [],
+        [cronjob("nightly", False, lastRun=JobEnd.Failed)],
         1,
         0,
         {},
-        ExtraFacts(cronjob_last_success={"nightly": False}),
+        None,
         (False, True, None),
     ),
     (
@@ -340,31 +361,31 @@ ROWS: list[Row] = [
     (
         "configmap",
         "Stop when ConfigMap app has key mode set to Fast.",
-        [],
+        [configmap("app", {"mode": "Fast"})],
         1,
         0,
         {},
-        ExtraFacts(configmaps={"app": {"mode": "Fast"}}),
+        None,
         (True, False, None),
     ),
     (
         "configmap-case",
         "Stop when ConfigMap app has key mode set to Fast.",
-        [],
+        [configmap("app", {"mode": "fast"})],
         1,
         0,
         {},
-        ExtraFacts(configmaps={"app": {"mode": "fast"}}),
+        None,
         (False, True, None),
     ),
     (
         "configmap-no-key",
         "Stop when ConfigMap app has key mode set to Fast.",
-        [],
+        [configmap("app", {})],
         1,
         0,
         {},
-        ExtraFacts(configmaps={"app": {}}),
+        None,
         (False, True, None),
     ),
     (
@@ -520,20 +541,31 @@ facts = st.lists(
             maybe_count,
             st.sampled_from([FactKind.Deployment, FactKind.StatefulSet]),
         ),
-        st.builds(cronjob, st.sampled_from(NAMES), st.booleans()),
+        st.builds(
+            cronjob,
+            st.sampled_from(NAMES),
+            st.booleans(),
+            st.none() | st.sampled_from(list(JobEnd)),
+        ),
+        st.builds(
+            configmap,
+            st.sampled_from(NAMES),
+            st.dictionaries(st.just("mode"), st.none() | st.sampled_from(["fast", "x"])),
+        ),
+        st.builds(
+            workload,
+            st.sampled_from(NAMES),
+            maybe_count,
+            maybe_count,
+            maybe_count,
+            st.just(FactKind.DaemonSet),
+            st.none() | st.builds(pods, st.integers(0, 5), st.none() | st.just("CrashLoopBackOff")),
+        ),
     ),
     max_size=6,
     unique_by=lambda f: (f.kind, f.name),
 )
-extras = st.builds(
-    ExtraFacts,
-    restarting=st.dictionaries(st.sampled_from(NAMES), st.sampled_from(["", "CrashLoopBackOff"])),
-    cronjob_last_success=st.dictionaries(st.sampled_from(NAMES), st.booleans()),
-    configmaps=st.dictionaries(
-        st.sampled_from(NAMES), st.dictionaries(st.just("mode"), st.sampled_from(["fast", "x"]))
-    ),
-    minutes=st.none() | st.integers(0, 5),
-)
+extras = st.builds(ExtraFacts, minutes=st.none() | st.integers(0, 5))
 
 
 @settings(max_examples=400, deadline=None)
@@ -615,3 +647,25 @@ def test_a_check_is_settled_by_the_facts_only_when_a_whole_group_holds_typed() -
     # A judged leaf needs a model: no settling without one.
     judged = read_stop_rule("Stop when Job migrate has succeeded and the logs look clean.", "")
     assert settled_complete(judged, [migrated], checks=1) is None
+
+
+def test_a_give_up_is_settled_by_the_facts_only_when_no_done_group_could_hold() -> None:
+    crashing = workload("api", 2, 0, pods=pods(4, "CrashLoopBackOff"))
+    typed = read_stop_rule(
+        "Stop when Deployment api is available, or give up if its pods keep crashing.", NS
+    )
+    settled = settled_given_up(typed, [crashing], checks=2)
+    assert settled is not None and settled.goal is GoalState.incomplete
+    assert '"its pods keep crashing" holds' in settled.report
+    assert 'pod web-1 last exited 1 (Error): "no DB_URL"' in settled.report
+    assert settled_given_up(typed, [workload("api", 2, 0, pods=pods(4))], checks=2) is None
+    # Available while a pod backs off: done may hold, the engine weighs the answer.
+    available = workload("api", 2, 2, pods=pods(4, "CrashLoopBackOff"))
+    assert settled_given_up(typed, [available], checks=2) is None
+    # A judged done group could hold: the model is asked.
+    judged = read_stop_rule(
+        "Stop when the logs say the import is done, or give up if the pods of Deployment api "
+        "keep crashing.",
+        NS,
+    )
+    assert settled_given_up(judged, [crashing], checks=2) is None

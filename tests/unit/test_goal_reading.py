@@ -259,7 +259,19 @@ ROWS: list[tuple[str, str | tuple[str, str], list[str]]] = [
     (
         "crash-loop-give-up",
         "Stop when Deployment web has 3 ready replicas, or give up if its pods crash-loop.",
-        ["done when: Deployment web available >= 3", 'give up when: judged "its pods crash-loop"'],
+        [
+            "done when: Deployment web available >= 3",
+            "give up when: Deployment web pods restarting",
+        ],
+    ),
+    (
+        "its-two-objects",
+        "Stop when Job seed has succeeded and Deployment web is available, or give up if its "
+        "pods keep crashing.",
+        [
+            "done when: Job seed succeeded AND Deployment web available",
+            'give up when: judged "its pods keep crashing"',
+        ],
     ),
     (
         "crash-loop-named",

@@ -409,8 +409,8 @@ def precondition_unmet(grant: TypedGrant, facts: Sequence[ObjectFacts]) -> str |
     ref = grant.object
     if ref is None or ref.namespace or grant.verb in (GrantVerb.setKey, GrantVerb.repair):
         return None
-    if ref.kind not in FactKind.__members__:
-        return None
+    if ref.kind not in FactKind.__members__ or ref.kind == FactKind.ConfigMap:
+        return None  # a ConfigMap is read as a fact only for the keys the stop rule names
     fact = fact_of(ref, facts)
     if fact is None:
         # Read facts hold every object of the kind the task names: none, and it is gone.

@@ -32,6 +32,7 @@ from goalkeeper.core.models import (
     GoalRule,
     GoalState,
     JobEnd,
+    LeafKind,
     NamedIn,
     ObjectFacts,
     Observation,
@@ -104,6 +105,8 @@ def describe(fact: ObjectFacts) -> str:
         )
     if fact.kind is FactKind.CronJob:
         return f"CronJob {fact.name}: suspended {bool(fact.suspended)}, active {fact.active or 0}"
+    if fact.kind is FactKind.ConfigMap:
+        return f"ConfigMap {fact.name}: keys {', '.join(sorted(fact.data or {})) or 'none'}"
     return (
         f"{fact.kind.value} {fact.name} has {fact.availableReplicas or 0} available, "
         f"{fact.readyReplicas or 0} ready and {fact.updatedReplicas or 0} updated of "
@@ -152,7 +155,13 @@ def contradiction(
     goal = goal_objects(facts)
     jobs = [f for f in goal if f.kind is FactKind.Job]
     if observation.goal is GoalState.complete:
-        for fact in goal:
+        # An object a typed leaf names is the leaves' to judge ("Job a or Job b succeeded").
+        typed = {
+            (leaf.object.kind, leaf.object.name)
+            for leaf in (goal_rule.leaves() if goal_rule is not None else [])
+            if leaf.object is not None and leaf.kind is not LeafKind.judged
+        }
+        for fact in (f for f in goal if (f.kind.value, f.name) not in typed):
             unfinished = fact.kind is FactKind.Job and fact.ended is None
             if unfinished or (fact.kind in _WORKLOADS and _rollout_short(fact)):
                 return f"goal 'complete' contradicts what the step read: {describe(fact)}."

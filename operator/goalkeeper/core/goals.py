@@ -44,6 +44,7 @@ from goalkeeper.core.models import (
     ObjectRef,
     Observation,
     ObservedStopReason,
+    PodsFacts,
     Route,
     StopReason,
     Words,
@@ -337,6 +338,8 @@ _VERBS = _table("""
     keep restarting = restarting
     keeps crashing = restarting
     keep crashing = restarting
+    keeps crash-looping = restarting
+    keep crash-looping = restarting
     rolls out = updated
     rolled out = updated
     stops running = -running
@@ -991,23 +994,25 @@ _BEFORE_IT = frozenset({"when", "if", "once", "until", "after", "before", "and",
 
 
 def _resolve_it(c: _Text) -> _Text:
-    """ "it" as a subject, in a sentence that names exactly one object by kind and name,
-    read as that object ("Stop when Job a has succeeded, or when it has failed"); with more
-    objects, or none, "it" stays and its clause is judged."""
+    """ "it" as a subject (and "its" before one), in a sentence that names exactly one
+    object by kind and name, read as that object ("Stop when Job a has succeeded, or when it
+    has failed", "… or give up if its pods keep crashing"); with more objects, or none, "it"
+    stays and its clause is judged."""
     named = {
         (_KINDS[w], c.words[i + 1])
         for i, w in enumerate(c.words[:-1])
         if w in _KINDS and _name(c.words[i + 1]) and c.words[i + 1] not in _RESERVED
     }
-    if len(named) != 1 or "it" not in c.words:
+    if len(named) != 1 or not {"it", "its"} & set(c.words):
         return c
     [(kind, name)] = named
     words, raw, spans = [], [], []
     for i, word in enumerate(c.words):
-        if word == "it" and i and c.words[i - 1] in _BEFORE_IT:
-            words += [kind.casefold(), name]
-            raw += [kind, name]
-            spans += [c.spans[i], c.spans[i]]
+        if word in ("it", "its") and i and c.words[i - 1] in _BEFORE_IT:
+            said = [kind, name] + (["'s"] if word == "its" else [])
+            words += [w.casefold() for w in said]
+            raw += said
+            spans += [c.spans[i]] * len(said)
         else:
             words.append(word)
             raw.append(c.raw[i])
@@ -1127,14 +1132,8 @@ def _numbered(done: _Dnf, give_up: list[GoalLeaf]) -> tuple[_Dnf, list[GoalLeaf]
 
 @dataclass(frozen=True)
 class ExtraFacts:
-    """Facts ObjectFacts does not carry, each only for objects whose state was read.
-    `restarting`: a workload's or Job's name to the reason its pod waits in ('' for none
-    crash-looping); `cronjob_last_success`: a CronJob's name to whether its last finished run
-    succeeded; `configmaps`: a ConfigMap's name to its data; `minutes`: since the run started."""
+    """Facts of the run rather than of an object: `minutes` since the run started."""
 
-    restarting: Mapping[str, str] = field(default_factory=dict)
-    cronjob_last_success: Mapping[str, bool] = field(default_factory=dict)
-    configmaps: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     minutes: int | None = None
 
 
@@ -1210,13 +1209,26 @@ _GIVE_UP_REASONS = {
 
 
 def given_up(
-    rule: GoalRule | None, facts: Sequence[ObjectFacts], *, checks: int, unchanged: int
+    rule: GoalRule | None,
+    facts: Sequence[ObjectFacts],
+    *,
+    checks: int,
+    unchanged: int,
+    minutes: int | None = None,
 ) -> tuple[StopReason, str] | None:
     """The stop a typed give-up leaf that holds asks for, with its words and the fact that
-    makes it hold; None when none holds (a judged one is never taken for true here)."""
+    makes it hold; None when none holds (a judged one is never taken for true here).
+    `minutes`: since the stop rule was recorded."""
     if rule is None or not rule.giveUp:
         return None
-    found = evaluate(rule, facts, checks=checks, unchanged=unchanged, judged={})
+    found = evaluate(
+        rule,
+        facts,
+        checks=checks,
+        unchanged=unchanged,
+        judged={},
+        extra=ExtraFacts(minutes=minutes),
+    )
     leaf = found.given_up
     if leaf is None or leaf.kind not in _GIVE_UP_REASONS:
         return None
@@ -1250,6 +1262,41 @@ def settled_complete(
     )
 
 
+# Give-up leaves a step can tell from the objects it read (a count of checks is the engine's).
+_SETTLED_GIVE_UPS = {
+    LeafKind.jobFailed: WorkState.failed,
+    LeafKind.podsRestarting: WorkState.blocked,
+}
+
+
+def settled_given_up(
+    rule: GoalRule | None, facts: Sequence[ObjectFacts], *, checks: int
+) -> Observation | None:
+    """The check's observation when the facts alone end it short of the goal: a give-up
+    leaf about an object holds, and no done group could hold even were every judged leaf
+    affirmed. The engine stops with the reason that leaf maps to (`given_up`)."""
+    if rule is None or not rule.giveUp:
+        return None
+    affirmed = {leaf.id: True for leaf in rule.leaves() if leaf.kind is LeafKind.judged}
+    found = evaluate(rule, facts, checks=checks, unchanged=0, judged=affirmed)
+    leaf = found.given_up
+    if found.done or leaf is None or leaf.kind not in _SETTLED_GIVE_UPS:
+        return None
+    said = clip(
+        f'The stop rule gives up: "{leaf.quote}" holds ({found.leaves[leaf.id].reason}).',
+        LIST_ENTRY_MAX,
+    )
+    return Observation(
+        route=Route.stop,
+        goal=GoalState.incomplete,
+        work=_SETTLED_GIVE_UPS[leaf.kind],
+        observation=said,
+        report=said,
+        reason=clip(f"Settled by the facts, with no model asked: {said}", LIST_ENTRY_MAX),
+        stopReason=ObservedStopReason.materialBlocker,
+    )
+
+
 def refuted_completion(
     rule: GoalRule | None, facts: Sequence[ObjectFacts], *, checks: int
 ) -> str | None:
@@ -1266,7 +1313,7 @@ def refuted_completion(
     for group in rule.done:
         leaf = next(leaf for leaf in group if found.leaves[leaf.id].value is False)
         why.append(f'"{leaf.quote}" does not hold ({found.leaves[leaf.id].reason})')
-    return "goal 'complete' contradicts the stop rule: " + "; nor does ".join(why) + "."
+    return "goal 'complete' contradicts the stop rule: " + "; ".join(why) + "."
 
 
 def _leaf_value(
@@ -1297,25 +1344,6 @@ def _leaf_value(
     ref, name = leaf.object.ref, leaf.object.name
     if leaf.object.namespace != rule.namespace:
         return None, f"{ref} in namespace {leaf.object.namespace}: not read"
-    if leaf.kind is LeafKind.podsRestarting:
-        waiting = extra.restarting.get(name)
-        if waiting is None:
-            return None, f"{ref}: its pods were not read"
-        said = f"a pod waits in {waiting}" if waiting else "no pod restarting"
-        return bool(waiting), f"{ref}: {said}"
-    if leaf.kind is LeafKind.cronjobLastRunSucceeded:
-        last = extra.cronjob_last_success.get(name)
-        if last is None:
-            return None, f"{ref}: no finished run read"
-        return last, f"{ref}: last run {'succeeded' if last else 'failed'}"
-    if leaf.kind is LeafKind.configMapKey:
-        data = extra.configmaps.get(name)
-        if data is None:
-            return None, f"{ref}: not read"
-        held = data.get(leaf.key or "")
-        if held is None:
-            return False, f"{ref}: no key {leaf.key}"
-        return held == leaf.value, f"{ref}: key {leaf.key} is {clip(held, 80)}"
     fact = read_.get((leaf.object.kind, name))
     if fact is None:
         return None, f"{ref}: not read"
@@ -1324,6 +1352,23 @@ def _leaf_value(
 
 def _fact_value(leaf: GoalLeaf, f: ObjectFacts) -> tuple[bool | None, str]:
     ref = f.ref
+    if leaf.kind is LeafKind.podsRestarting:
+        if f.pods is None:
+            return None, f"{ref}: its pods were not read"
+        return f.pods.crash_looping, f"{ref}: {pods_said(f.pods)}"
+    if leaf.kind is LeafKind.configMapKey:
+        if f.data is None:
+            return None, f"{ref}: its data was not read"
+        if leaf.key not in f.data:
+            return False, f"{ref}: no key {leaf.key}"
+        held = f.data[leaf.key or ""]
+        if held is None:
+            return None, f"{ref}: key {leaf.key} holds a value too long to keep"
+        return held == leaf.value, f"{ref}: key {leaf.key} is {clip(held, 80)}"
+    if leaf.kind is LeafKind.cronjobLastRunSucceeded:
+        if f.lastRun is None:
+            return None, f"{ref}: no finished run read"
+        return f.lastRun is JobEnd.Complete, f"{ref}: its last run ended {f.lastRun.value}"
     ended = f"ended {f.ended.value}" if f.ended is not None else "not ended"
     available, updated = f.availableReplicas or 0, f.updatedReplicas or 0
     match leaf.kind:
@@ -1350,6 +1395,19 @@ def _fact_value(leaf: GoalLeaf, f: ObjectFacts) -> tuple[bool | None, str]:
             done = updated == f.replicas == available
             return done, f"{ref}: {updated} updated and {available} available of {f.replicas}"
     return None, f"{ref}: no fact tells {leaf.kind.value}"
+
+
+def pods_said(pods: PodsFacts) -> str:
+    """Pods' state in words, with the newest failed exit's own message quoted."""
+    said = f"{pods.count} pods, {pods.restarts} restarts"
+    if pods.waiting:
+        said += f", a container waits in {pods.waiting}"
+    last = pods.lastExit
+    if last is not None:
+        said += f"; pod {last.pod} last exited {last.exitCode}"
+        said += f" ({last.reason})" if last.reason else ""
+        said += f': "{last.message}"' if last.message else ""
+    return said
 
 
 # --- in words ------------------------------------------------------------------------------------

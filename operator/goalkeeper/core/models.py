@@ -186,12 +186,12 @@ class ObservedStopReason(StrEnum):
     paidActionNotApproved = "paidActionNotApproved"
     protectedContractChange = "protectedContractChange"
     credentialWithoutAuthority = "credentialWithoutAuthority"
-    invalidCheckpoint = "invalidCheckpoint"
     userRequested = "userRequested"
 
 
 class StopReason(StrEnum):
-    """Why a monitor stopped: every observed reason plus those the engine decides itself."""
+    """Why a monitor stopped: every observed reason plus those the engine decides itself
+    (`invalidCheckpoint` only for a checkpoint the target itself reports unusable)."""
 
     goalComplete = "goalComplete"
     materialBlocker = "materialBlocker"
@@ -758,6 +758,10 @@ class AuthorityRecord(Model):
 
     generation: Annotated[int, Field(ge=0)] | None = None
     check: Count = Field(default=0, description="Accepted checks when it was recorded.")
+    recordedAt: datetime | None = Field(
+        default=None,
+        description="When it was recorded: a time limit in the stop rule counts from it.",
+    )
     author: Annotated[str, Field(max_length=512)] = Field(
         default="", description="Who wrote the spec generation, as the API server recorded."
     )
@@ -1566,6 +1570,7 @@ class FactKind(StrEnum):
     Deployment = "Deployment"
     StatefulSet = "StatefulSet"
     DaemonSet = "DaemonSet"
+    ConfigMap = "ConfigMap"
 
 
 class NamedIn(StrEnum):
@@ -1587,6 +1592,54 @@ FACTS_MAX = 16
 
 ConfigMapNames = Annotated[
     list[Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]], Field(max_length=8)
+]
+
+
+# A reason a kubelet gives a container: one CamelCase word (CrashLoopBackOff, OOMKilled).
+KubeletReason = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$")]
+# A container's last words, as its pod's status keeps them: one line, secrets redacted.
+EXIT_MESSAGE_MAX = 300
+# No control character (a terminal escape among them) and no bidirectional override.
+ONE_PRINTABLE_LINE_PATTERN = "^[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*$"
+
+
+class PodExit(Model):
+    """The newest failed exit of a container in the pods read: the pod, its exit code, the
+    kubelet's reason and the termination message (untrusted text: shown quoted or fenced)."""
+
+    pod: Annotated[str, Field(pattern=OBJECT_NAME_PATTERN, max_length=253)]
+    exitCode: int = Field(ge=-(2**31), le=2**31 - 1)
+    reason: KubeletReason | None = None
+    message: Annotated[
+        str, Field(max_length=EXIT_MESSAGE_MAX, pattern=ONE_PRINTABLE_LINE_PATTERN)
+    ] = ""
+
+
+class PodsFacts(Model):
+    """What the pods of a workload or Job show, read by the step's code from their status."""
+
+    count: Count = Field(description="Pods read (not being deleted).")
+    restarts: Count = Field(description="Container restarts, all pods together.")
+    waiting: KubeletReason | None = Field(
+        default=None,
+        description="A reason a container waits in; CrashLoopBackOff first when any has it.",
+    )
+    lastExit: PodExit | None = None
+
+    @property
+    def crash_looping(self) -> bool:
+        """The kubelet backs off restarting a container that keeps exiting."""
+        return self.waiting == "CrashLoopBackOff"
+
+
+# A ConfigMap's value kept as a fact; a longer one is left out (its leaf cannot be told).
+CONFIG_VALUE_MAX = 256
+ConfigMapData = Annotated[
+    dict[
+        Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]{1,253}$")],
+        Annotated[str, Field(max_length=CONFIG_VALUE_MAX)] | None,
+    ],
+    Field(max_length=LEAVES_MAX),
 ]
 
 
@@ -1628,6 +1681,15 @@ class ObjectFacts(Model):
     syncedBy: SyncedBy | None = Field(
         default=None,
         description="A GitOps controller that would revert a change at its next sync.",
+    )
+    pods: PodsFacts | None = Field(default=None, description="Workloads and Jobs: their pods.")
+    lastRun: JobEnd | None = Field(
+        default=None, description="CronJobs: how the newest finished Job they started ended."
+    )
+    data: ConfigMapData | None = Field(
+        default=None,
+        description="ConfigMaps: the keys the stop rule names, each with its value when it "
+        "is short; a key it lacks is absent.",
     )
 
     @property

@@ -30,12 +30,11 @@ from goalkeeper.core.facts import (
     goal_print,
     runs_earlier_config,
 )
-from goalkeeper.core.goals import settled_complete
+from goalkeeper.core.goals import settled_complete, settled_given_up
 from goalkeeper.core.guards import named_action
 from goalkeeper.core.models import (
     ActionResult,
     CostSource,
-    FactKind,
     GoalState,
     GrantVerb,
     ObjectFacts,
@@ -226,15 +225,17 @@ async def run_observe(
     toolset = observe_toolset(tools)
     refusals = Refusals(step_input, tools, worked_example, log)
     read = _named_objects(step_input, tools)
-    named = facts.facts_of(read)
-    settled = settled_complete(step_input.goal, named, checks=step_input.check)
+    named = facts.facts_of(read, step_input.goal)
+    settled = settled_complete(step_input.goal, named, checks=step_input.check) or settled_given_up(
+        step_input.goal, named, checks=step_input.check
+    )
     if settled is not None:
         if log is not None:
             log.emit("settled", by="facts", report=settled.report)
         return StepOutcome(
             settled.model_dump(mode="json", exclude_none=True), StepUsage(), facts=named
         )
-    sheet = facts.sheet(read, tools.k8s_get) + unchanged(step_input, named)
+    sheet = facts.sheet(read, tools.k8s_get, tools.fenced) + unchanged(step_input, named)
     user = prompts.observe_user_prompt(
         step_input,
         fence_id=tools.config.fence_id,
@@ -274,7 +275,7 @@ async def run_observe(
         action = outcome.result.get("action") or {}
         mutation_set = action.get("mutationSet") if isinstance(action, dict) else None
         read = _named_objects(step_input, tools, mutation_set or [])
-        outcome.facts = facts.facts_of(read)
+        outcome.facts = facts.facts_of(read, step_input.goal)
     return outcome
 
 
@@ -338,8 +339,6 @@ class Refusals:
                     ):
                         # Seen: the wait refused, a stop 'paidActionNotApproved' instead.
                         routes.add(Route.stop.value)
-                else:  # the same complete may stand: its route stays open
-                    question = completes_untried(observation, self.step_input, goal)
             if question is not None:
                 self.asked_again = True
                 raise ModelRetry(question)
@@ -405,28 +404,6 @@ def gives_up_untried(observation: Observation, step_input: StepInput) -> str | N
     )
 
 
-def completes_untried(
-    observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
-) -> str | None:
-    """Why a `complete` at a run's first check is asked again, while the task authorizes
-    actions none of which was tried and no Job the goal names has ended; else None. Seen:
-    a stop rule of two parts ("the queue is clear and the Deployment is back at 0
-    replicas") called met by its second, which held before any work began."""
-    if observation.route is not Route.stop or observation.goal is not GoalState.complete:
-        return None
-    if step_input.previousObservation is not None or not step_input.authorizedActions:
-        return None
-    if any(f.kind is FactKind.Job and f.ended is not None for f in goal_facts):
-        return None
-    return (
-        "Goal 'complete' at the first check ends the run before any action of the task was "
-        f"tried. Hold each part of the stop rule against what you read: {step_input.stopWhen} "
-        "If any part is not shown to hold now, the goal is not complete: answer route act "
-        f"with the authorized action that moves it forward ({_listed(step_input)}), or route "
-        "wait. If every part holds, give the same answer again."
-    )
-
-
 WAITS_FOR_NOTHING = "Route 'wait' waits for nothing that moves by itself"
 
 
@@ -478,7 +455,7 @@ def against_facts(
     is told which claim and why (the engine would refuse the answer for the same reason, as
     an invalid answer) and, where the task authorized actions, which."""
     mutation_set = observation.action.mutationSet if observation.action else []
-    read = facts.facts_of(_named_objects(step_input, tools, list(mutation_set)))
+    read = facts.facts_of(_named_objects(step_input, tools, list(mutation_set)), step_input.goal)
     found = contradiction(observation, read, step_input.goal, step_input.check)
     if found is None:
         return read
@@ -543,7 +520,7 @@ async def run_act(
         fence_id=tools.config.fence_id,
         namespace=tools.config.namespace,
         now=_now(clock),
-        facts=facts.sheet(_named_objects(step_input, tools), tools.k8s_get),
+        facts=facts.sheet(_named_objects(step_input, tools), tools.k8s_get, tools.fenced),
     )
     outcome = await run_agent(
         output_type=ActionResult,

@@ -5,28 +5,42 @@ lines first, and a named ConfigMap as `k8s_get` shows it, fenced (a fact sheet: 
 round trips for the model); after the model answered,
 the observe step reads them again and returns them with the observation, as facts the
 operator holds the observation's claims against (core/facts.py). Names are found in the
-text as Kubernetes spells them; objects of the kinds in `FactKind` are listed once per kind
-and ConfigMaps are listed once per kind in the monitor's namespace, so a read costs six
-requests however long the task is.
+text as Kubernetes spells them; objects of the kinds in `FactKind` and ConfigMaps are listed
+once per kind in the monitor's namespace, and pods once when a workload or Job is named (for
+their restarts, waiting reasons and last exit), so a read costs seven requests however long
+the task is.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from goalkeeper.core.facts import action_names, names_in, synced_by
-from goalkeeper.core.models import FACTS_MAX, FactKind, NamedIn, ObjectFacts
+from goalkeeper.core.models import (
+    CONFIG_VALUE_MAX,
+    EXIT_MESSAGE_MAX,
+    FACTS_MAX,
+    FactKind,
+    GoalRule,
+    LeafKind,
+    NamedIn,
+    ObjectFacts,
+)
+from goalkeeper.core.progress import clip
+from goalkeeper.step.fence import normalise
+from goalkeeper.step.redact import redact_text
 from goalkeeper.step.render import state_line
 from goalkeeper.step.tools import Kube, job_end
 
-API_VERSIONS: dict[str, str] = {
+API_VERSIONS: dict[FactKind, str] = {
     FactKind.Job: "batch/v1",
     FactKind.CronJob: "batch/v1",
     FactKind.Deployment: "apps/v1",
     FactKind.StatefulSet: "apps/v1",
     FactKind.DaemonSet: "apps/v1",
-    "ConfigMap": "v1",
+    FactKind.ConfigMap: "v1",
 }
 # ConfigMaps shown whole in a fact sheet; more are left to the model's own reads.
 CONFIG_MAPS_SHOWN = 3
@@ -64,35 +78,131 @@ def read(
 
     wanted = named(task, stop_when, mutation_set, namespace)
     found: list[dict[str, Any]] = []
+    jobs: list[dict[str, Any]] = []
     for kind, api_version in API_VERSIONS.items():
         try:
             listing = kube.list(api_version, str(kind), namespace, limit=LIST_LIMIT)
         except (KubeError, OSError):  # a kind this identity may not read: no facts of it
             continue
-        for item in (listing or {}).get("items") or []:
+        items = (listing or {}).get("items") or []
+        if kind is FactKind.Job:
+            jobs = items
+        for item in items:
             name = str((item.get("metadata") or {}).get("name") or "")
-            where = wanted.get((None, name), [])
-            if isinstance(kind, FactKind):
-                where = where + wanted.get((kind, name), [])
+            where = wanted.get((None, name), []) + wanted.get((kind, name), [])
             if where:
                 found.append({**item, "kind": str(kind), "namedIn": sorted(set(where))})
     order = {NamedIn.stopWhen: 0, NamedIn.action: 1, NamedIn.task: 2}
     found.sort(key=lambda item: min(order[w] for w in item["namedIn"]))
     found = found[:FACTS_MAX]
-    _mark_stale_config(kube, namespace, found)
+    for item in found:
+        if item["kind"] == FactKind.CronJob:
+            item["lastRun"] = _last_run(item, jobs)
+    pods = _pods(kube, namespace, found)
+    for item in found:
+        if item["kind"] in _PODDED_KINDS:
+            item["podFacts"] = _pods_facts([p for p in pods if _selects(item, p)])
+    _mark_stale_config(found, pods)
     return found
 
 
 _WORKLOAD_KINDS = (FactKind.Deployment, FactKind.StatefulSet, FactKind.DaemonSet)
+_PODDED_KINDS = (*_WORKLOAD_KINDS, FactKind.Job)
 
 
-def _mark_stale_config(kube: Kube, namespace: str, found: list[dict[str, Any]]) -> None:
-    """Give each named workload `staleConfig`: the named ConfigMaps its pods read that were
-    written after its oldest running pod started (a pod reads them when it starts, so it
-    runs their earlier data), and `freshConfig`: those written before it. One pod listing
-    per such workload."""
+def _pods(kube: Kube, namespace: str, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The namespace's pods that are not being deleted, in one listing, when a workload or
+    Job was named; none when the step may not list them."""
     from goalkeeper.step.kube import KubeError
 
+    if not any(item["kind"] in _PODDED_KINDS for item in found):
+        return []
+    try:
+        listing = kube.list("v1", "Pod", namespace, limit=LIST_LIMIT)
+    except (KubeError, OSError):
+        return []
+    return [
+        p
+        for p in (listing or {}).get("items") or []
+        if isinstance(p, dict) and not (p.get("metadata") or {}).get("deletionTimestamp")
+    ]
+
+
+def _selects(owner: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """The owner's label selector (its matchLabels) takes the pod; an owner with none takes
+    nothing."""
+    labels = ((owner.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    have = (pod.get("metadata") or {}).get("labels") or {}
+    return bool(labels) and all(have.get(k) == v for k, v in labels.items())
+
+
+def _pods_facts(pods: list[dict[str, Any]]) -> dict[str, Any]:
+    """Count, restarts, a waiting reason (CrashLoopBackOff before any other) and the newest
+    failed exit of the pods' containers, as their kubelet wrote them."""
+    restarts, waiting = 0, []
+    exits: list[tuple[str, dict[str, Any]]] = []  # (finishedAt, exit)
+    for pod in pods:
+        status = pod.get("status") or {}
+        containers = [
+            *(status.get("initContainerStatuses") or []),
+            *(status.get("containerStatuses") or []),
+        ]
+        for c in containers:
+            if not isinstance(c, dict):
+                continue
+            restarts += _count(c.get("restartCount"))
+            reason = ((c.get("state") or {}).get("waiting") or {}).get("reason")
+            if isinstance(reason, str) and _KUBELET_REASON.fullmatch(reason):
+                waiting.append(reason)
+            for state in (c.get("state") or {}, c.get("lastState") or {}):
+                ended = state.get("terminated") or {}
+                code = ended.get("exitCode")
+                if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+                    exits.append((str(ended.get("finishedAt") or ""), _exit(pod, ended, code)))
+    facts: dict[str, Any] = {"count": len(pods), "restarts": restarts}
+    if waiting:
+        facts["waiting"] = "CrashLoopBackOff" if "CrashLoopBackOff" in waiting else waiting[0]
+    if exits:
+        facts["lastExit"] = max(exits, key=lambda e: e[0])[1]
+    return facts
+
+
+_KUBELET_REASON = re.compile(r"[A-Za-z][A-Za-z0-9]{0,63}")
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _exit(pod: Mapping[str, Any], ended: Mapping[str, Any], code: int) -> dict[str, Any]:
+    reason = ended.get("reason")
+    said = " ".join(normalise(str(ended.get("message") or "")).split())
+    message = _UNPRINTABLE.sub("\ufffd", said)
+    return {
+        "pod": str((pod.get("metadata") or {}).get("name") or ""),
+        "exitCode": max(-(2**31), min(code, 2**31 - 1)),
+        "reason": reason if isinstance(reason, str) and _KUBELET_REASON.fullmatch(reason) else None,
+        "message": clip(redact_text(message), EXIT_MESSAGE_MAX),
+    }
+
+
+def _last_run(cron_job: Mapping[str, Any], jobs: list[dict[str, Any]]) -> str | None:
+    """How the newest finished Job the CronJob owns ended; None when none has."""
+    name = (cron_job.get("metadata") or {}).get("name")
+    ended = [
+        (str((job.get("metadata") or {}).get("creationTimestamp") or ""), end)
+        for job in jobs
+        if any(
+            o.get("kind") == "CronJob" and o.get("name") == name
+            for o in (job.get("metadata") or {}).get("ownerReferences") or []
+            if isinstance(o, dict)
+        )
+        and (end := job_end(job)) is not None
+    ]
+    return str(max(ended, key=lambda e: e[0])[1]) if ended else None
+
+
+def _mark_stale_config(found: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+    """Give each named workload `staleConfig`: the named ConfigMaps its pods read that were
+    written after its oldest running pod started (a pod reads them when it starts, so it
+    runs their earlier data), and `freshConfig`: those written before it."""
     written = {
         str(o["metadata"]["name"]): _last_written(o) for o in found if o["kind"] == "ConfigMap"
     }
@@ -102,19 +212,12 @@ def _mark_stale_config(kube: Kube, namespace: str, found: list[dict[str, Any]]) 
         if item["kind"] not in _WORKLOAD_KINDS:
             continue
         reads = _config_maps_read(item) & written.keys()
-        labels = ((item.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        if not reads or not labels:
-            continue
-        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        try:
-            pods = kube.list("v1", "Pod", namespace, label_selector=selector, limit=LIST_LIMIT)
-        except (KubeError, OSError):
+        if not reads:
             continue
         started = [
             str((p.get("status") or {}).get("startTime") or "")
-            for p in (pods or {}).get("items") or []
-            if (p.get("status") or {}).get("phase") == "Running"
-            and not (p.get("metadata") or {}).get("deletionTimestamp")
+            for p in pods
+            if (p.get("status") or {}).get("phase") == "Running" and _selects(item, p)
         ]
         oldest = min((t for t in started if t), default="")
         if oldest:
@@ -156,9 +259,38 @@ def _config_maps_read(workload: Mapping[str, Any]) -> set[str]:
     return names
 
 
-def facts_of(objects: Iterable[Mapping[str, Any]]) -> list[ObjectFacts]:
-    """The numbers the operator checks an observation against."""
-    return [_facts(obj) for obj in objects if obj.get("kind") in FactKind.__members__]
+def facts_of(
+    objects: Iterable[Mapping[str, Any]], goal: GoalRule | None = None
+) -> list[ObjectFacts]:
+    """The numbers the operator checks an observation against; a ConfigMap only when the
+    `goal` names keys of it, with those keys alone."""
+    keys: dict[str, set[str]] = {}
+    namespace = goal.namespace if goal is not None else ""
+    for leaf in goal.leaves() if goal is not None else []:
+        ref = leaf.object
+        if leaf.kind is LeafKind.configMapKey and ref and ref.namespace == namespace and leaf.key:
+            keys.setdefault(ref.name, set()).add(leaf.key)
+    found = []
+    for obj in objects:
+        if obj.get("kind") == FactKind.ConfigMap:
+            name = str(obj["metadata"]["name"])
+            if name in keys:
+                found.append(_config_map_facts(obj, keys[name]))
+        elif obj.get("kind") in FactKind.__members__:
+            found.append(_facts(obj))
+    return found
+
+
+def _config_map_facts(obj: Mapping[str, Any], keys: set[str]) -> ObjectFacts:
+    data = obj.get("data") or {}
+    held = {
+        key: value if len(value) <= CONFIG_VALUE_MAX else None
+        for key in sorted(keys)
+        if isinstance(value := data.get(key), str)
+    }
+    return ObjectFacts(
+        kind=FactKind.ConfigMap, name=obj["metadata"]["name"], namedIn=obj["namedIn"], data=held
+    )
 
 
 def _facts(obj: Mapping[str, Any]) -> ObjectFacts:
@@ -195,6 +327,10 @@ def _facts(obj: Mapping[str, Any]) -> ObjectFacts:
     for field in ("staleConfig", "freshConfig"):
         if obj.get(field):
             numbers[field] = list(obj[field])
+    if kind is FactKind.CronJob and obj.get("lastRun"):
+        numbers["lastRun"] = obj["lastRun"]
+    if obj.get("podFacts") is not None:
+        numbers["pods"] = obj["podFacts"]
     numbers["syncedBy"] = synced_by(obj)
     return ObjectFacts(kind=kind, name=obj["metadata"]["name"], namedIn=obj["namedIn"], **numbers)
 
@@ -216,22 +352,51 @@ def _config_note(obj: Mapping[str, Any]) -> str:
     return note
 
 
+def _pods_note(obj: Mapping[str, Any]) -> str:
+    """The pods' numbers and kubelet reasons (pattern-checked tokens), never their words."""
+    pods = obj.get("podFacts")
+    if not isinstance(pods, dict):
+        return ""
+    note = f"; its pods: {pods['count']}, {pods['restarts']} restarts"
+    if pods.get("waiting"):
+        note += f", a container waits in {pods['waiting']}"
+    last = pods.get("lastExit")
+    if last:
+        note += f"; pod {last['pod']} last exited {last['exitCode']}"
+        note += f" ({last['reason']})" if last.get("reason") else ""
+    return note
+
+
+def _exit_message(obj: Mapping[str, Any]) -> str:
+    last = (obj.get("podFacts") or {}).get("lastExit") or {}
+    return str(last.get("message") or "")
+
+
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def sheet(
-    objects: Iterable[Mapping[str, Any]], show: Callable[[str, str], str] | None = None
+    objects: Iterable[Mapping[str, Any]],
+    show: Callable[[str, str], str] | None = None,
+    fenced: Callable[[str, str], str] | None = None,
 ) -> str:
     """One state line per workload, built from numbers and name tokens only (render's
-    `state_line`), so it stands outside any fence; then each named ConfigMap as `show(kind,
-    name)` renders it (the step's `k8s_get`: redacted, fenced). Empty when nothing was read."""
+    `state_line`), so it stands outside any fence; under it, with `fenced`, its pods' last
+    termination message as `fenced(text, source)` wraps it; then each named ConfigMap as
+    `show(kind, name)` renders it (the step's `k8s_get`: redacted, fenced). Empty when
+    nothing was read."""
     objects = list(objects)
-    lines = [
-        f"- {line}{_config_note(obj)}"
-        for obj in objects
-        if obj.get("kind") != "ConfigMap" and (line := state_line(dict(obj)))
-    ]
+    lines = []
+    for obj in objects:
+        line = state_line(dict(obj)) if obj.get("kind") != "ConfigMap" else None
+        if not line:
+            continue
+        lines.append(f"- {line}{_config_note(obj)}{_pods_note(obj)}")
+        message = _exit_message(obj)
+        if message and fenced is not None:
+            name = obj["metadata"]["name"]
+            lines.append(fenced(message, f"termination message, pods of {obj['kind']} {name}"))
     if show is not None:
         maps = [o["metadata"]["name"] for o in objects if o.get("kind") == "ConfigMap"]
         lines += [show("ConfigMap", name) for name in maps[:CONFIG_MAPS_SHOWN]]

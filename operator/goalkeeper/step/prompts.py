@@ -61,7 +61,7 @@ an action request (route act); another step will do it after the operator checks
 - stop: the goal is complete, or it cannot continue safely: a material blocker, an action
   outside recorded authority, a paid action without approval or over its limit, a change to
   a protected contract (provider, runtime, method, data), a credential without authority,
-  an invalid checkpoint, or the user asked to stop. Give the stopReason.
+  or the user asked to stop. Give the stopReason.
 Report the goal state (complete, incomplete, unknown) and the target's work state (running,
 idle, waiting, failed, blocked, complete, unknown) as separate facts.
 

@@ -232,6 +232,10 @@ class StepTools:
             **kwargs,
         )
 
+    def fenced(self, text: str, source: str) -> str:
+        """Target text the step read itself, fenced as a tool result is."""
+        return self._out(text, source)
+
     def _refuse(self, what: str) -> str:
         message = READ_ONLY_REFUSAL.format(what=what)
         self.refusals.append(what)

@@ -75,11 +75,13 @@ class Turn(Asking):
 
         widening = self.record_authority(observation)
         since = st.health.factsSince
+        recorded = st.authority.recordedAt if st.authority is not None else None
         given_up = goals.given_up(
             st.authority.goal if st.authority is not None else None,
             self.facts,
             checks=st.checks,
             unchanged=st.checks - since + 1 if since else 0,
+            minutes=int((self.now - recorded).total_seconds() // 60) if recorded else None,
         )
         if widening is not None:
             self.report_and_stop(observation, *widening)
@@ -162,7 +164,9 @@ class Turn(Asking):
             )
             st.contract = pinned.contract
             st.authorizedActions = pinned.actions
-            st.authority = pinned.record.model_copy(update={"check": st.checks})
+            st.authority = pinned.record.model_copy(
+                update={"check": st.checks, "recordedAt": self.now}
+            )
             st.authorityGeneration = st.observedGeneration
             self.authority_notice(pinned.record)
         self.launch_observe()
