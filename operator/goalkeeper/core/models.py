@@ -1600,7 +1600,8 @@ KubeletReason = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$")]
 # A container's last words, as its pod's status keeps them: one line, secrets redacted.
 EXIT_MESSAGE_MAX = 300
 # No control character (a terminal escape among them) and no bidirectional override.
-ONE_PRINTABLE_LINE_PATTERN = "^[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*$"
+# Written with escapes that Go's RE2 (the API server) and Rust's regex (pydantic) both read.
+ONE_PRINTABLE_LINE_PATTERN = r"^[^\x00-\x1f\x7f-\x9f\x{202a}-\x{202e}\x{2066}-\x{2069}]*$"
 
 
 class PodExit(Model):
