@@ -1069,7 +1069,7 @@ spec:
     metadata: {labels: {app: payments-api}}
     spec:
       containers:
-        - name: api
+        - name: payments
           image: registry.example.com/pay/payments-api:4.2
           terminationMessagePolicy: FallbackToLogsOnError
           command:

@@ -46,7 +46,7 @@ def test_a_goal_called_complete_while_the_job_is_suspended_is_refuted_then_finis
     assert status["checks"] == 2 and status["invalidStreak"] == 0
     sent = [json.dumps(b, ensure_ascii=False) for b in model.bodies]
     told = [b for b in sent if "Contradicted by the facts: goal 'complete'" in b]
-    assert told and "Job build is suspended" in told[0]
+    assert told and "does not hold (Job build: suspended, not ended)" in told[0]
     assert "resume-build (resume Job build)" in told[0]
     observes = [s for s in cluster.steps() if s["spec"]["kind"] == "observe"]
     assert observes[0]["status"]["result"]["route"] == "act"

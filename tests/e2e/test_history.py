@@ -76,7 +76,9 @@ def test_history_prints_each_checks_report_with_its_time_and_step(
         return bool(job.status.succeeded)
 
     model.default = Scenario(cluster.ns, observe)
-    cluster.create_monitor(everyMinutes=1)
+    # A judged stop rule: the wait at check 1 stands (with "Job build has succeeded" the
+    # engine would resume the suspended Job at once, the one grant that makes it hold).
+    cluster.create_monitor(everyMinutes=1, stopWhen="Stop when the build log says it is done.")
     status = wait_until(cluster.stopped, 180, "the monitor to stop", operator.logs)
     assert status["checks"] == 3 and status["stop"]["reason"] == "goalComplete"
     assert cluster.step_kinds() == ["extract", "observe", "observe", "act", "observe"]

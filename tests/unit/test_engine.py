@@ -1412,3 +1412,44 @@ def test_a_completion_the_model_reports_wins_over_a_limit_reached_at_the_same_ch
     finished = observation("stop", goal="complete", stopReason="goalComplete")
     effects = _accepted(loop, finished, done)
     assert stopped_with(effects).reason is StopReason.goalComplete
+
+
+@pytest.mark.parametrize(
+    ("answer", "acts"),
+    [
+        (observation("wait"), True),
+        (
+            observation("stop", goal="incomplete", work="blocked", stopReason="materialBlocker"),
+            True,
+        ),
+        (
+            observation("stop", goal="incomplete", work="blocked", stopReason="outsideAuthority"),
+            True,
+        ),
+        (observation("stop", goal="incomplete", work="blocked", stopReason="userRequested"), False),
+    ],
+    ids=["wait", "blocker", "no-authority-seen", "user-asked"],
+)
+def test_the_one_grant_that_makes_a_false_leaf_true_is_acted_on_whatever_the_model_said(
+    answer: Observation, acts: bool
+) -> None:
+    """Job build is suspended, the words allow resuming it, and the stop rule's only leaf is
+    'Job build succeeded': the check resumes it, though the model waited or stopped short."""
+    loop = Loop(stopWhen="Stop when Job build has succeeded.")
+    loop.start()
+    effects = _accepted(loop, answer, _build(suspended=True))
+    if not acts:
+        assert stopped_with(effects).reason is StopReason.userRequested
+        return
+    step = launched(effects)
+    assert step.kind is StepKind.act and step.input.action is not None
+    assert step.input.action.authorizedActionId == "resume-build"
+    assert step.input.action.mutationSet == ["jobs/build"]
+    assert loop.status.lastObservation is not None
+    assert (
+        "grant resume-build (resume Job build) makes it hold" in loop.status.lastObservation.reason
+    )
+    # Running: the grant's act would change nothing; the model's wait stands.
+    loop.finish()
+    effects = _accepted(loop, observation("wait"), _build(active=1))
+    assert "LaunchStep" not in kinds(effects) and "PublishSchedule" in kinds(effects)

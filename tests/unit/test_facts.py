@@ -230,7 +230,7 @@ def test_a_limit_of_checks_in_the_stop_rule_never_holds_back_a_true_completion()
     assert contradiction(seen("stop", **DONE), [done], stop, check=3) is None
     running = job("etl", NamedIn.stopWhen, active=1)
     refused = contradiction(seen("stop", **DONE), [running], stop, check=3)
-    assert refused is not None and "(Job etl: not ended)" in refused
+    assert refused is not None and "(Job etl: not ended, active 1)" in refused
 
 
 def test_a_two_part_stop_rule_is_complete_only_when_both_parts_hold() -> None:
@@ -259,7 +259,7 @@ def test_either_of_two_jobs_completes_an_or_rule_while_the_other_still_runs() ->
     assert contradiction(seen("stop", **DONE), [running, done], stop, check=1) is None
     neither = job("mirror-us", NamedIn.stopWhen, active=1)
     refused = contradiction(seen("stop", **DONE), [running, neither], stop, check=1)
-    assert refused is not None and "(Job mirror-us: not ended)" in refused
+    assert refused is not None and "(Job mirror-us: not ended, active 1)" in refused
     # With no stop rule read, a named Job that has not ended still holds completion back.
     assert contradiction(seen("stop", **DONE), [running, done], None, check=1) is not None
 

@@ -372,6 +372,18 @@ def grant_named(record: AuthorityRecord | None, gid: str) -> TypedGrant | None:
     return next((g for g in grants if g.id == gid), None)
 
 
+def by_code(grant: TypedGrant | None) -> bool:
+    """Whether the act of this grant is done by code alone: every verb but a repair, a scale
+    within a range (which count is the model's choice) and a key with a choice of values."""
+    if grant is None or grant.object is None:
+        return False
+    if grant.verb is GrantVerb.scale:
+        return grant.replicas is not None
+    if grant.verb is GrantVerb.setKey:
+        return len(grant.values) == 1
+    return grant.verb is not GrantVerb.repair
+
+
 def condition_holds(condition: GrantCondition, facts: Sequence[ObjectFacts]) -> bool | None:
     """Whether a grant's condition holds in the facts code read; None when they lack the
     object (a condition never holds by default)."""

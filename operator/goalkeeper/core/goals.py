@@ -1369,7 +1369,13 @@ def _fact_value(leaf: GoalLeaf, f: ObjectFacts) -> tuple[bool | None, str]:
         if f.lastRun is None:
             return None, f"{ref}: no finished run read"
         return f.lastRun is JobEnd.Complete, f"{ref}: its last run ended {f.lastRun.value}"
-    ended = f"ended {f.ended.value}" if f.ended is not None else "not ended"
+    ended = (
+        f"ended {f.ended.value}"
+        if f.ended is not None
+        else "suspended, not ended"
+        if f.suspended
+        else f"not ended, active {f.active or 0}"
+    )
     available, updated = f.availableReplicas or 0, f.updatedReplicas or 0
     match leaf.kind:
         case LeafKind.jobSucceeded:

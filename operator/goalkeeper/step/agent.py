@@ -24,6 +24,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
+from goalkeeper.core.authority import by_code
 from goalkeeper.core.facts import (
     contradiction,
     goal_objects,
@@ -35,8 +36,10 @@ from goalkeeper.core.guards import named_action
 from goalkeeper.core.models import (
     ActionResult,
     CostSource,
+    GoalRule,
     GoalState,
     GrantVerb,
+    LeafKind,
     ObjectFacts,
     Observation,
     Route,
@@ -323,8 +326,13 @@ class Refusals:
     def check(self, ctx: RunContext[Any], observation: Observation) -> Any:
         try:
             named = sound(observation, self.step_input, self.tools, self.worked_example)
-            # Asked once, and only with a retry left: a second stop or wait stands.
-            ask = not self.asked_again and not ctx.last_attempt
+            # Asked once, and only with a retry left: a second stop or wait stands. Not
+            # where typed leaves decide: the engine acts on them itself (core/moves.py).
+            ask = (
+                not self.asked_again
+                and not ctx.last_attempt
+                and not leaves_decide(self.step_input.goal)
+            )
             question = None
             if ask:
                 goal = goal_objects(named)
@@ -386,6 +394,14 @@ def sound(
                 "describe that change, on this task's objects."
             )
     return against_facts(observation, step_input, tools)
+
+
+def leaves_decide(goal: GoalRule | None) -> bool:
+    """Whether the stop rule has a typed leaf in a done group: then a grant that makes one
+    true is acted on by the engine, and a stop or wait is not asked about in words."""
+    return goal is not None and any(
+        leaf.kind is not LeafKind.judged for group in goal.done for leaf in group
+    )
 
 
 def gives_up_untried(observation: Observation, step_input: StepInput) -> str | None:
@@ -513,7 +529,7 @@ async def run_act(
         )
     from goalkeeper.step import typedact  # it builds on this module's outcome
 
-    if step_input.grant is not None and typedact.by_code(step_input.grant):
+    if step_input.grant is not None and by_code(step_input.grant):
         return with_refusals(typedact.run_typed(step_input.grant, tools), tools.refusals)
     user = prompts.act_user_prompt(
         step_input,

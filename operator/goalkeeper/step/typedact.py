@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from goalkeeper.core.authority import unsynced_refusal
+from goalkeeper.core.authority import by_code, unsynced_refusal
 from goalkeeper.core.facts import synced_by
 from goalkeeper.core.models import ActionResult, GrantVerb, Outcome, StepUsage, TypedGrant
 from goalkeeper.core.reading import grant_line as line
@@ -28,18 +28,6 @@ _API = {
     "DaemonSet": "apps/v1",
     "ConfigMap": "v1",
 }
-
-
-def by_code(grant: TypedGrant | None) -> bool:
-    """Whether the act of this grant is done by code alone: every verb but a repair, a scale
-    within a range (which count is the model's choice) and a key with a choice of values."""
-    if grant is None or grant.object is None:
-        return False
-    if grant.verb is GrantVerb.scale:
-        return grant.replicas is not None
-    if grant.verb is GrantVerb.setKey:
-        return len(grant.values) == 1
-    return grant.verb is not GrantVerb.repair
 
 
 def run_typed(grant: TypedGrant, tools: StepTools) -> StepOutcome:

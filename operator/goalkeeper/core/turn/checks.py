@@ -6,8 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from goalkeeper.core import authority, goals, guards, health, reading, wakes
+from pydantic import ValidationError
+
+from goalkeeper.core import authority, goals, guards, health, moves, reading, wakes
 from goalkeeper.core.models import (
+    LIST_ENTRY_MAX,
+    ActionKind,
     ActionOutcome,
     ActionRequest,
     ActionResult,
@@ -22,8 +26,9 @@ from goalkeeper.core.models import (
     StepKind,
     StopInfo,
     StopReason,
+    WorkState,
 )
-from goalkeeper.core.progress import summary_line, update_tracks
+from goalkeeper.core.progress import clip, summary_line, update_tracks
 from goalkeeper.core.turn.approvals import Asking
 from goalkeeper.core.turn.base import safety_limit_message
 
@@ -88,6 +93,12 @@ class Turn(Asking):
         elif given_up is not None and observation.stopReason is not ObservedStopReason.goalComplete:
             # The person's own words end the run here, whatever route the model chose.
             self.report_and_stop(observation, *given_up)
+        elif (moved := self.own_move(observation)) is not None:
+            # The person's grant makes a false leaf of their stop rule true: that act, not
+            # the model's wait or stop short.
+            assert moved.action is not None
+            st.lastObservation, st.work = moved, moved.work
+            self.route_act(moved, moved.action)
         elif (
             observation.route is Route.stop
             and observation.stopReason is ObservedStopReason.outsideAuthority
@@ -125,6 +136,48 @@ class Turn(Asking):
         else:
             assert observation.action is not None  # guaranteed by the model
             self.route_act(observation, observation.action)
+
+    def own_move(self, observation: Observation) -> Observation | None:
+        """The observation routed to the one typed grant whose act makes a false leaf of
+        the stop rule true, when the model waited or stopped short (a blocker, or no
+        authority it saw) while exactly one such grant applies; else None."""
+        short = observation.stopReason in (
+            ObservedStopReason.materialBlocker,
+            ObservedStopReason.outsideAuthority,
+        )
+        if observation.route is not Route.wait and not short:
+            return None
+        st = self.status
+        record = st.authority
+        if record is None:
+            return None
+        found = moves.applicable_moves(
+            record.goal, record.typedGrants, self.facts, checks=st.checks
+        )
+        if len(found) != 1:
+            return None  # none, or a choice that is the model's to make
+        [move] = found
+        action = move.action()
+        said = (
+            f"{action.incomplete}; grant {move.grant.id} ({action.action}) makes it hold, "
+            "so the check acts on it."
+        )
+        try:
+            return Observation.model_validate(
+                {
+                    **observation.model_dump(mode="json", exclude_none=True),
+                    "route": Route.act.value,
+                    "work": WorkState.idle.value
+                    if action.kind is ActionKind.advance
+                    else observation.work.value,
+                    "action": action.model_dump(mode="json", exclude_none=True),
+                    "stopReason": None,
+                    "watch": [],
+                    "reason": clip(said, LIST_ENTRY_MAX),
+                }
+            )
+        except ValidationError:
+            return None
 
     def record_authority(self, observation: Observation) -> tuple[StopReason, str] | None:
         """Record what an observation's restatement of the pinned authority narrows, and

@@ -1,0 +1,118 @@
+"""The act the person's own grant makes when the facts ask for it: the one typed grant whose
+condition and preconditions hold and whose effect makes a false leaf of the stop rule true.
+
+A model that waits, or stops short, while exactly such a grant stands is not asked again
+in words: the engine routes the check to that act itself. With several such grants the
+choice is the model's (it names one); with none, its route stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from goalkeeper.core import authority, reading
+from goalkeeper.core.goals import LeafValue, evaluate
+from goalkeeper.core.models import (
+    ActionKind,
+    ActionRequest,
+    GoalLeaf,
+    GoalRule,
+    GrantVerb,
+    LeafKind,
+    ObjectFacts,
+    TypedGrant,
+)
+
+
+@dataclass(frozen=True)
+class Move:
+    """A grant, the false leaf its act makes true, and that leaf's value as read."""
+
+    grant: TypedGrant
+    leaf: GoalLeaf
+    value: LeafValue
+
+    def action(self) -> ActionRequest:
+        """The act, in the fields a model's request carries, every one from the record."""
+        grant, leaf = self.grant, self.leaf
+        assert grant.object is not None  # only grants on one object move a leaf
+        said = f'"{leaf.quote}" does not hold ({self.value.reason})'
+        return ActionRequest(
+            kind=ActionKind.recover if grant.verb is GrantVerb.rerun else ActionKind.advance,
+            incomplete=said,
+            evidence=self.value.reason,
+            action=reading.grant_line(grant),
+            authorizedActionId=grant.id,
+            authorityBasis=f'The words say: "{grant.quote}"',
+            mutationSet=[authority.entry_of(grant.object)],
+            verification=f'The next check reads whether "{leaf.quote}" holds.',
+            failureId=f"{leaf.id}-{leaf.kind.value}-false",
+            targetStateId=f"{grant.id}-{leaf.id}",
+        )
+
+
+def applicable_moves(
+    rule: GoalRule | None,
+    grants: Sequence[TypedGrant],
+    facts: Sequence[ObjectFacts],
+    *,
+    checks: int,
+) -> list[Move]:
+    """Each unpaid grant the act step does by code alone, whose condition holds and whose
+    act would change something the facts show, paired with a false leaf of a done group
+    that its act makes true; at most one move per grant."""
+    if rule is None or not rule.done:
+        return []
+    found = evaluate(rule, facts, checks=checks, unchanged=0, judged={})
+    false = [
+        leaf
+        for group in rule.done
+        for leaf in group
+        if found.leaves[leaf.id].value is False and leaf.kind is not LeafKind.judged
+    ]
+    moves = []
+    for grant in grants:
+        if grant.paid or not authority.by_code(grant) or grant.object is None:
+            continue
+        if grant.condition is not None and not authority.condition_holds(grant.condition, facts):
+            continue
+        if authority.precondition_unmet(grant, facts) is not None:
+            continue
+        leaf = next((leaf for leaf in false if _moves(grant, leaf, rule.namespace)), None)
+        if leaf is not None:
+            moves.append(Move(grant, leaf, found.leaves[leaf.id]))
+    return moves
+
+
+def _moves(grant: TypedGrant, leaf: GoalLeaf, namespace: str) -> bool:
+    """Whether the grant's act makes the leaf true: it acts on the leaf's object, and its
+    effect is the leaf's state."""
+    ref, obj = grant.object, leaf.object
+    if ref is None or obj is None or (ref.kind, ref.name) != (obj.kind, obj.name):
+        return False
+    if (ref.namespace or namespace) != obj.namespace:
+        return False
+    kind, negated = leaf.kind, leaf.negated
+    match grant.verb:
+        case GrantVerb.resume:
+            return (kind in (LeafKind.jobSucceeded, LeafKind.jobRunning) and not negated) or (
+                kind is LeafKind.jobSuspended and negated
+            )
+        case GrantVerb.suspend:
+            return kind in (LeafKind.jobSuspended, LeafKind.cronjobSuspended) and not negated
+        case GrantVerb.rerun:
+            return kind is LeafKind.jobSucceeded and not negated
+        case GrantVerb.scale:
+            n = grant.replicas or 0
+            if kind is LeafKind.workloadReplicas:
+                return not negated and leaf.count == n
+            return kind is LeafKind.workloadAvailable and not negated and 0 < (leaf.count or 1) <= n
+        case GrantVerb.setKey:
+            return (
+                kind is LeafKind.configMapKey
+                and not negated
+                and leaf.key == grant.key
+                and [leaf.value] == grant.values
+            )
+    return False

@@ -1,0 +1,168 @@
+"""The engine's own act: the one typed grant whose condition and preconditions hold and whose
+act makes a false leaf of the stop rule true (core/moves.py). Table-driven over the words
+of a task and a stop rule and the facts code read."""
+
+from __future__ import annotations
+
+import pytest
+
+from goalkeeper.core import reading
+from goalkeeper.core.goals import read_stop_rule
+from goalkeeper.core.models import FactKind, JobEnd, NamedIn, ObjectFacts, Words
+from goalkeeper.core.moves import applicable_moves
+
+NS = "shop"
+
+
+def fact(kind: FactKind, name: str, **numbers: object) -> ObjectFacts:
+    return ObjectFacts.model_validate(
+        {"kind": kind, "name": name, "namedIn": [NamedIn.stopWhen], **numbers}
+    )
+
+
+def job(name: str, **numbers: object) -> ObjectFacts:
+    return fact(FactKind.Job, name, **{"suspended": False, "active": 0, **numbers})
+
+
+SUSPENDED = job("build", suspended=True)
+RUNNING = job("build", active=1)
+FAILED = job("build", failed=1, ended=JobEnd.Failed)
+MIGRATED = job("migrate", succeeded=1, ended=JobEnd.Complete)
+MIGRATING = job("migrate", active=1)
+OLD_WEB = fact(FactKind.Deployment, "old-web", replicas=2, availableReplicas=2)
+OLD_WEB_DOWN = fact(FactKind.Deployment, "old-web", replicas=0, availableReplicas=0)
+WEB_ONE = fact(FactKind.Deployment, "web", replicas=1, availableReplicas=1)
+FLAGS = fact(FactKind.ConfigMap, "flags", data={"mode": "shadow"})
+
+# (id, task, stop rule, facts, the grant ids of the moves, in order)
+ROWS: list[tuple[str, str, str, list[ObjectFacts], list[str]]] = [
+    (
+        "resume",
+        "You may resume Job build.",
+        "Stop when Job build has succeeded.",
+        [SUSPENDED],
+        ["resume-build"],
+    ),
+    (
+        "running-needs-nothing",
+        "You may resume Job build.",
+        "Stop when Job build has succeeded.",
+        [RUNNING],
+        [],
+    ),
+    (
+        "unread-needs-nothing",
+        "You may resume Job build.",
+        "Stop when Job build has succeeded.",
+        [],
+        [],
+    ),
+    (
+        "rerun-failed",
+        "You may re-run Job build.",
+        "Stop when Job build has succeeded.",
+        [FAILED],
+        ["rerun-build"],
+    ),
+    (
+        "suspend-is-no-success",
+        "You may suspend Job build.",
+        "Stop when Job build has succeeded.",
+        [RUNNING],
+        [],
+    ),
+    (
+        "scale-down-after-condition",
+        "You may scale Deployment old-web to 0 once Job migrate has succeeded.",
+        "Stop when Job migrate has succeeded and Deployment old-web has 0 replicas.",
+        [MIGRATED, OLD_WEB],
+        ["scale-old-web"],
+    ),
+    (
+        "condition-not-yet",
+        "You may scale Deployment old-web to 0 once Job migrate has succeeded.",
+        "Stop when Job migrate has succeeded and Deployment old-web has 0 replicas.",
+        [MIGRATING, OLD_WEB],
+        [],
+    ),
+    (
+        "already-down",
+        "You may scale Deployment old-web to 0.",
+        "Stop when Deployment old-web has 0 replicas.",
+        [OLD_WEB_DOWN],
+        [],
+    ),
+    (
+        "scale-to-another-count",
+        "You may scale Deployment old-web to 1.",
+        "Stop when Deployment old-web has 0 replicas.",
+        [OLD_WEB],
+        [],
+    ),
+    (
+        "scale-up-for-availability",
+        "You may scale Deployment web to 3.",
+        "Stop when Deployment web has 3 ready replicas.",
+        [WEB_ONE],
+        ["scale-web"],
+    ),
+    (
+        "set-key",
+        "You may set key mode of ConfigMap flags to live.",
+        "Stop when ConfigMap flags has key mode set to live.",
+        [FLAGS],
+        ["set-key-flags"],
+    ),
+    (
+        "set-key-other-value",
+        "You may set key mode of ConfigMap flags to dark.",
+        "Stop when ConfigMap flags has key mode set to live.",
+        [FLAGS],
+        [],
+    ),
+    (
+        "judged-rule",
+        "You may resume Job build.",
+        "Stop when the build logs look clean.",
+        [SUSPENDED],
+        [],
+    ),
+    (
+        "give-up-leaf-is-no-goal",
+        "You may resume Job build.",
+        "Stop when the logs look clean, or give up if Job build fails.",
+        [SUSPENDED],
+        [],
+    ),
+    (
+        "two-grants-two-moves",
+        "You may resume Job build. You may scale Deployment old-web to 0.",
+        "Stop when Job build has succeeded and Deployment old-web has 0 replicas.",
+        [SUSPENDED, OLD_WEB],
+        ["resume-build", "scale-old-web"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("task", "stop_when", "facts", "expected"),
+    [pytest.param(*row[1:], id=row[0]) for row in ROWS],
+)
+def test_moves(task: str, stop_when: str, facts: list[ObjectFacts], expected: list[str]) -> None:
+    grants = reading.read([(Words.task, task)]).grants
+    rule = read_stop_rule(stop_when, NS, task)
+    found = applicable_moves(rule, grants, facts, checks=1)
+    assert [m.grant.id for m in found] == expected
+    for move in found:
+        action = move.action()
+        assert action.authorizedActionId == move.grant.id
+        assert move.leaf.quote in action.incomplete and "does not hold" in action.incomplete
+
+
+def test_a_paid_grant_is_never_the_engines_own_act() -> None:
+    grants = [
+        g.model_copy(update={"paid": True})
+        for g in reading.read([(Words.task, "You may resume Job build.")]).grants
+    ]
+    rule = read_stop_rule("Stop when Job build has succeeded.", NS)
+    assert applicable_moves(rule, grants, [SUSPENDED], checks=1) == []
