@@ -1403,9 +1403,13 @@ def _fact_value(leaf: GoalLeaf, f: ObjectFacts) -> tuple[bool | None, str]:
     return None, f"{ref}: no fact tells {leaf.kind.value}"
 
 
+def _many(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def pods_said(pods: PodsFacts) -> str:
     """Pods' state in words, with the newest failed exit's own message quoted."""
-    said = f"{pods.count} pods, {pods.restarts} restarts"
+    said = f"{_many(pods.count, 'pod')}, {_many(pods.restarts, 'restart')}"
     if pods.waiting:
         said += f", a container waits in {pods.waiting}"
     last = pods.lastExit
