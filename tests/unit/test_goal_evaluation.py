@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from goalkeeper.core.goals import (
-    ExtraFacts,
     GoalLeaf,
     GoalRule,
     LeafKind,
@@ -86,7 +85,7 @@ def configmap(name: str, data: dict[str, str | None]) -> ObjectFacts:
     return ObjectFacts(kind=FactKind.ConfigMap, name=name, namedIn=[NamedIn.stopWhen], data=data)
 
 
-# (id, stop rule, facts, checks, unchanged, judged answers by leaf id, extra facts,
+# (id, stop rule, facts, checks, unchanged, judged answers by leaf id, minutes of the run,
 #  (done, done refuted, the give-up leaf that holds as a line, or None))
 Row = tuple[
     str,
@@ -95,7 +94,7 @@ Row = tuple[
     int,
     int,
     dict[str, bool],
-    ExtraFacts | None,
+    int | None,
     tuple[bool, bool, str | None],
 ]
 BUILD_OR_FAIL = "Stop when Job build has succeeded, or stop if Job build fails."
@@ -395,7 +394,7 @@ ROWS: list[Row] = [
         8,
         0,
         {},
-        ExtraFacts(minutes=125),
+        125,
         (False, True, "minutes >= 120"),
     ),
     (
@@ -424,7 +423,7 @@ ROWS: list[Row] = [
 
 
 @pytest.mark.parametrize(
-    ("stop_when", "facts", "checks", "unchanged", "judged", "extra", "expected"),
+    ("stop_when", "facts", "checks", "unchanged", "judged", "minutes", "expected"),
     [pytest.param(*row[1:], id=row[0]) for row in ROWS],
 )
 def test_evaluation(
@@ -433,11 +432,13 @@ def test_evaluation(
     checks: int,
     unchanged: int,
     judged: dict[str, bool],
-    extra: ExtraFacts | None,
+    minutes: int | None,
     expected: tuple[bool, bool, str | None],
 ) -> None:
     rule = read_stop_rule(stop_when, NS)
-    found = evaluate(rule, facts, checks=checks, unchanged=unchanged, judged=judged, extra=extra)
+    found = evaluate(
+        rule, facts, checks=checks, unchanged=unchanged, judged=judged, minutes=minutes
+    )
     given_up = leaf_line(found.given_up, NS) if found.given_up else None
     assert (found.done, found.done_refuted, given_up) == expected
 
@@ -539,7 +540,8 @@ facts = st.lists(
             maybe_count,
             maybe_count,
             maybe_count,
-            st.sampled_from([FactKind.Deployment, FactKind.StatefulSet]),
+            st.sampled_from([FactKind.Deployment, FactKind.StatefulSet, FactKind.DaemonSet]),
+            st.none() | st.builds(pods, st.integers(0, 5), st.none() | st.just("CrashLoopBackOff")),
         ),
         st.builds(
             cronjob,
@@ -552,20 +554,11 @@ facts = st.lists(
             st.sampled_from(NAMES),
             st.dictionaries(st.just("mode"), st.none() | st.sampled_from(["fast", "x"])),
         ),
-        st.builds(
-            workload,
-            st.sampled_from(NAMES),
-            maybe_count,
-            maybe_count,
-            maybe_count,
-            st.just(FactKind.DaemonSet),
-            st.none() | st.builds(pods, st.integers(0, 5), st.none() | st.just("CrashLoopBackOff")),
-        ),
     ),
     max_size=6,
     unique_by=lambda f: (f.kind, f.name),
 )
-extras = st.builds(ExtraFacts, minutes=st.none() | st.integers(0, 5))
+run_minutes = st.none() | st.integers(0, 5)
 
 
 @settings(max_examples=400, deadline=None)
@@ -575,7 +568,7 @@ extras = st.builds(ExtraFacts, minutes=st.none() | st.integers(0, 5))
     st.integers(0, 5),
     st.integers(0, 5),
     st.dictionaries(st.sampled_from([f"g{n}" for n in range(1, 11)]), st.booleans()),
-    extras,
+    run_minutes,
 )
 def test_completion_follows_the_leaves(
     rule: GoalRule,
@@ -583,9 +576,9 @@ def test_completion_follows_the_leaves(
     checks: int,
     unchanged: int,
     judged: dict[str, bool],
-    extra: ExtraFacts,
+    minutes: int | None,
 ) -> None:
-    found = evaluate(rule, read, checks=checks, unchanged=unchanged, judged=judged, extra=extra)
+    found = evaluate(rule, read, checks=checks, unchanged=unchanged, judged=judged, minutes=minutes)
     value = {i: v.value for i, v in found.leaves.items()}
     assert set(value) == {leaf.id for leaf in rule.leaves()}
     if all(any(value[leaf.id] is False for leaf in g) for g in rule.done):
@@ -607,9 +600,9 @@ def test_completion_follows_the_leaves(
 
 
 @settings(max_examples=200, deadline=None)
-@given(rules(), facts, st.integers(0, 5), extras)
+@given(rules(), facts, st.integers(0, 5), run_minutes)
 def test_not_flips_a_known_value(
-    rule: GoalRule, read: list[ObjectFacts], checks: int, extra: ExtraFacts
+    rule: GoalRule, read: list[ObjectFacts], checks: int, minutes: int | None
 ) -> None:
     flipped = GoalRule(
         namespace=NS,
@@ -618,7 +611,7 @@ def test_not_flips_a_known_value(
         ],
         giveUp=[leaf.model_copy(update={"negated": not leaf.negated}) for leaf in rule.giveUp],
     )
-    args: dict[str, Any] = {"checks": checks, "unchanged": 1, "judged": {}, "extra": extra}
+    args: dict[str, Any] = {"checks": checks, "unchanged": 1, "judged": {}, "minutes": minutes}
     one, other = evaluate(rule, read, **args), evaluate(flipped, read, **args)
     for i, v in one.leaves.items():
         w = other.leaves[i].value

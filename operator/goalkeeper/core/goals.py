@@ -1130,13 +1130,6 @@ def _numbered(done: _Dnf, give_up: list[GoalLeaf]) -> tuple[_Dnf, list[GoalLeaf]
 # --- the value -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ExtraFacts:
-    """Facts of the run rather than of an object: `minutes` since the run started."""
-
-    minutes: int | None = None
-
-
 class LeafValue(Model):
     """A leaf's value over what was read: True, False, or None when it cannot be told."""
 
@@ -1170,16 +1163,15 @@ def evaluate(
     checks: int,
     unchanged: int,
     judged: Mapping[str, bool],
-    extra: ExtraFacts | None = None,
+    minutes: int | None = None,
 ) -> Evaluation:
     """Each leaf's value over the facts read, the checks accepted, the checks in a row with
-    nothing changed, and the model's answers to judged leaves (by leaf id)."""
+    nothing changed, the model's answers to judged leaves (by leaf id) and the minutes since
+    the stop rule was recorded (None: not known)."""
     read_ = {(f.kind.value, f.name): f for f in facts}
     values: dict[str, LeafValue] = {}
     for leaf in rule.leaves():
-        value, reason = _leaf_value(
-            leaf, rule, read_, checks, unchanged, judged, extra or ExtraFacts()
-        )
+        value, reason = _leaf_value(leaf, rule, read_, checks, unchanged, judged, minutes)
         if leaf.negated and value is not None:
             value = not value
         values[leaf.id] = LeafValue(id=leaf.id, value=value, reason=clip(reason, LIST_ENTRY_MAX))
@@ -1227,7 +1219,7 @@ def given_up(
         checks=checks,
         unchanged=unchanged,
         judged={},
-        extra=ExtraFacts(minutes=minutes),
+        minutes=minutes,
     )
     leaf = found.given_up
     if leaf is None or leaf.kind not in _GIVE_UP_REASONS:
@@ -1323,7 +1315,7 @@ def _leaf_value(
     checks: int,
     unchanged: int,
     judged: Mapping[str, bool],
-    extra: ExtraFacts,
+    minutes: int | None,
 ) -> tuple[bool | None, str]:
     """The value of the leaf's own predicate (before "not"), and the fact that gives it."""
     n = leaf.count or 0
@@ -1332,9 +1324,9 @@ def _leaf_value(
     if leaf.kind is LeafKind.unchangedFor:
         return unchanged >= n, f"{unchanged} checks in a row unchanged, the limit is {n}"
     if leaf.kind is LeafKind.elapsedAtLeast:
-        if extra.minutes is None:
+        if minutes is None:
             return None, "the run's minutes were not read"
-        return extra.minutes >= n, f"{extra.minutes} minutes into the run, the limit is {n}"
+        return minutes >= n, f"{minutes} minutes into the run, the limit is {n}"
     if leaf.kind is LeafKind.judged:
         answer = judged.get(leaf.id)
         return answer, {None: "no answer yet", True: "the model: yes", False: "the model: no"}[
