@@ -13,7 +13,6 @@ does not hold it (a final stop report stays in `status.report` alone).
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from goalkeeper.controller.manifests import (
     label_value,
     owned_by,
 )
+from goalkeeper.core.report import printable
 from goalkeeper.kubeclient import connect
 
 # MonitorSteps read per request: a maximal step is a few hundred KB.
@@ -134,16 +134,6 @@ def when(started: datetime | None, finished: datetime | None) -> str:
     same_day = started is not None and started.astimezone(UTC).date() == end.date()
     last = end.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S")
     return f"{first} → {last} UTC"
-
-
-# Control characters (a terminal escape among them) and bidirectional overrides, which
-# reorder what a reader sees, a model may have put in a report are shown as one visible
-# mark, never sent to the person's terminal or page.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    return _CONTROL.sub("\ufffd", text)
 
 
 def _indented(text: str) -> str:

@@ -375,7 +375,7 @@ def build_server(person: Person) -> MCPServer[Any]:
         ] = None,
         max_bytes: Annotated[int, Field(ge=1, le=LOG_MAX_BYTES)] = LOG_DEFAULT_BYTES,
     ) -> str:
-        from goalkeeper.history import printable
+        from goalkeeper.core.report import printable
         from goalkeeper.logs import show_logs
 
         def run() -> str:

@@ -30,7 +30,7 @@ from goalkeeper.core.controls import controls_of
 from goalkeeper.core.models import AuthorityRecord, TrackState
 from goalkeeper.core.permissions import AUTHOR
 from goalkeeper.core.progress import describe_track
-from goalkeeper.history import printable
+from goalkeeper.core.report import printable
 from goalkeeper.kubeclient import connect
 
 Monitor = dict[str, Any]

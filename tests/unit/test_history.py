@@ -203,7 +203,7 @@ def test_the_history_is_read_in_pages_and_only_this_monitors_steps() -> None:
 
 
 def test_control_characters_in_a_report_never_reach_the_terminal() -> None:
-    from goalkeeper.history import printable
+    from goalkeeper.core.report import printable
 
     hostile = "Goal: complete\x1b]0;owned\x07\x1b[2J\rStill here\ttab"
     shown = printable(hostile)

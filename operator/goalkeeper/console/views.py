@@ -16,8 +16,9 @@ from goalkeeper.core.controls import controls_of
 from goalkeeper.core.models import MonitorStatus, TrackState
 from goalkeeper.core.permissions import AUTHOR
 from goalkeeper.core.progress import describe_track
+from goalkeeper.core.report import printable
 from goalkeeper.crds import MONITOR_COLUMNS
-from goalkeeper.history import Step, printable, step_of
+from goalkeeper.history import Step, step_of
 
 # `kubectl get monitors` shows the columns of priority 0; `-o wide` the others.
 COLUMNS = [c for c in MONITOR_COLUMNS if not c.get("priority")]

@@ -16,6 +16,7 @@ so nothing the model writes can pose as one of the fixed lines.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -52,6 +53,16 @@ AUTHORITY_MAX = 1200
 OUTCOMES_SHOWN = frozenset({ActionOutcome.failed, ActionOutcome.blocked, ActionOutcome.unknown})
 OUTCOME_EVIDENCE_MAX = 300
 _TRACK_INDENT = "  "
+
+
+# Control characters (a terminal escape among them) and bidirectional overrides, which
+# reorder what a reader sees, that a model or a target may have put in its words are shown
+# as one visible mark, never sent to a person's terminal or page.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    return _CONTROL.sub("\ufffd", text)
 
 
 def format_report(

@@ -29,6 +29,7 @@ from goalkeeper.core.models import (
     ObjectFacts,
 )
 from goalkeeper.core.progress import clip
+from goalkeeper.core.report import printable
 from goalkeeper.step.fence import normalise
 from goalkeeper.step.redact import redact_text
 from goalkeeper.step.render import state_line
@@ -168,13 +169,11 @@ def _pods_facts(pods: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 _KUBELET_REASON = re.compile(r"[A-Za-z][A-Za-z0-9]{0,63}")
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _exit(pod: Mapping[str, Any], ended: Mapping[str, Any], code: int) -> dict[str, Any]:
     reason = ended.get("reason")
-    said = " ".join(normalise(str(ended.get("message") or "")).split())
-    message = _UNPRINTABLE.sub("\ufffd", said)
+    message = printable(" ".join(normalise(str(ended.get("message") or "")).split()))
     return {
         "pod": str((pod.get("metadata") or {}).get("name") or ""),
         "exitCode": max(-(2**31), min(code, 2**31 - 1)),
