@@ -1347,7 +1347,9 @@ def _fact_value(leaf: GoalLeaf, f: ObjectFacts) -> tuple[bool | None, str]:
     if leaf.kind is LeafKind.podsRestarting:
         if f.pods is None:
             return None, f"{ref}: its pods were not read"
-        return f.pods.crash_looping, f"{ref}: {pods_said(f.pods)}"
+        last = f.pods.lastExit
+        words = f': "{last.message}"' if last is not None and last.message else ""
+        return f.pods.crash_looping, f"{ref}: {pods_said(f.pods)}{words}"
     if leaf.kind is LeafKind.configMapKey:
         if f.data is None:
             return None, f"{ref}: its data was not read"
@@ -1400,7 +1402,8 @@ def _many(n: int, noun: str) -> str:
 
 
 def pods_said(pods: PodsFacts) -> str:
-    """Pods' state in words, with the newest failed exit's own message quoted."""
+    """Pods' state from numbers and kubelet reasons alone, never the pods' own words (a fact
+    sheet shows it outside the fence)."""
     said = f"{_many(pods.count, 'pod')}, {_many(pods.restarts, 'restart')}"
     if pods.waiting:
         said += f", a container waits in {pods.waiting}"
@@ -1408,7 +1411,6 @@ def pods_said(pods: PodsFacts) -> str:
     if last is not None:
         said += f"; pod {last.pod} last exited {last.exitCode}"
         said += f" ({last.reason})" if last.reason else ""
-        said += f': "{last.message}"' if last.message else ""
     return said
 
 

@@ -1596,7 +1596,8 @@ ConfigMapNames = Annotated[
 
 
 # A reason a kubelet gives a container: one CamelCase word (CrashLoopBackOff, OOMKilled).
-KubeletReason = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$")]
+KUBELET_REASON_PATTERN = r"^[A-Za-z][A-Za-z0-9]{0,63}$"
+KubeletReason = Annotated[str, Field(pattern=KUBELET_REASON_PATTERN)]
 # A container's last words, as its pod's status keeps them: one line, secrets redacted.
 EXIT_MESSAGE_MAX = 300
 # No control character (a terminal escape among them) and no bidirectional override.

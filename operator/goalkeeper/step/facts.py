@@ -18,15 +18,18 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from goalkeeper.core.facts import action_names, names_in, synced_by
+from goalkeeper.core.goals import pods_said
 from goalkeeper.core.models import (
     CONFIG_VALUE_MAX,
     EXIT_MESSAGE_MAX,
     FACTS_MAX,
+    KUBELET_REASON_PATTERN,
     FactKind,
     GoalRule,
     LeafKind,
     NamedIn,
     ObjectFacts,
+    PodsFacts,
 )
 from goalkeeper.core.progress import clip
 from goalkeeper.core.report import printable
@@ -168,7 +171,7 @@ def _pods_facts(pods: list[dict[str, Any]]) -> dict[str, Any]:
     return facts
 
 
-_KUBELET_REASON = re.compile(r"[A-Za-z][A-Za-z0-9]{0,63}")
+_KUBELET_REASON = re.compile(KUBELET_REASON_PATTERN)
 
 
 def _exit(pod: Mapping[str, Any], ended: Mapping[str, Any], code: int) -> dict[str, Any]:
@@ -352,18 +355,8 @@ def _config_note(obj: Mapping[str, Any]) -> str:
 
 
 def _pods_note(obj: Mapping[str, Any]) -> str:
-    """The pods' numbers and kubelet reasons (pattern-checked tokens), never their words."""
     pods = obj.get("podFacts")
-    if not isinstance(pods, dict):
-        return ""
-    note = f"; its pods: {pods['count']}, {pods['restarts']} restarts"
-    if pods.get("waiting"):
-        note += f", a container waits in {pods['waiting']}"
-    last = pods.get("lastExit")
-    if last:
-        note += f"; pod {last['pod']} last exited {last['exitCode']}"
-        note += f" ({last['reason']})" if last.get("reason") else ""
-    return note
+    return f"; {pods_said(PodsFacts.model_validate(pods))}" if isinstance(pods, dict) else ""
 
 
 def _exit_message(obj: Mapping[str, Any]) -> str:

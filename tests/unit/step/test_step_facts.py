@@ -530,8 +530,8 @@ def test_a_workloads_pods_give_restarts_the_waiting_reason_and_the_last_exit_bou
     sheet = facts.sheet(read, fenced=lambda text, source: f"<<<{source}>>>{text}<<<end>>>")
     line, fenced = sheet.splitlines()
     assert line.endswith(
-        "; its pods: 2, 5 restarts, a container waits in CrashLoopBackOff; pod api-a last "
-        "exited 3 (Error)"
+        "; 2 pods, 5 restarts, a container waits in CrashLoopBackOff; pod api-a last exited 3 "
+        "(Error)"
     )
     assert "DB_URL" not in line  # the pod's own words stand only inside the fence
     assert fenced.startswith("<<<termination message, pods of Deployment api>>>missing DB_URL")
