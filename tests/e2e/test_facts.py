@@ -56,28 +56,29 @@ def test_a_goal_called_complete_while_the_job_is_suspended_is_refuted_then_finis
     assert "stopWhen" in fact["namedIn"]
 
 
-def old_web(namespace: str, replicas: int) -> dict[str, Any]:
+def deployment(
+    namespace: str, name: str, replicas: int, container: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "old-web", "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "replicas": replicas,
-            "selector": {"matchLabels": {"app": "old-web"}},
+            "selector": {"matchLabels": {"app": name}},
             "template": {
-                "metadata": {"labels": {"app": "old-web"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "web",
-                            "image": "python:3.11",
-                            "command": ["python", "-c", "import time; time.sleep(3600)"],
-                        }
-                    ]
-                },
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [container]},
             },
         },
     }
+
+
+def old_web(namespace: str, replicas: int) -> dict[str, Any]:
+    sleeps = ["python", "-c", "import time; time.sleep(3600)"]
+    return deployment(
+        namespace, "old-web", replicas, {"name": "web", "image": "python:3.11", "command": sleeps}
+    )
 
 
 def test_a_two_part_stop_rule_completes_only_when_both_hold_and_the_facts_settle_it(
@@ -134,28 +135,13 @@ def test_a_two_part_stop_rule_completes_only_when_both_hold_and_the_facts_settle
 
 def crashing_api(namespace: str) -> dict[str, Any]:
     exits = "import sys; print('missing DB_URL: cannot start', file=sys.stderr); sys.exit(3)"
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "api", "namespace": namespace},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "api"}},
-            "template": {
-                "metadata": {"labels": {"app": "api"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "api",
-                            "image": "python:3.11",
-                            "command": ["python", "-c", exits],
-                            "terminationMessagePolicy": "FallbackToLogsOnError",
-                        }
-                    ]
-                },
-            },
-        },
+    container = {
+        "name": "api",
+        "image": "python:3.11",
+        "command": ["python", "-c", exits],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    return deployment(namespace, "api", 1, container)
 
 
 def test_a_crash_loop_stops_the_run_blocked_naming_the_pods_own_message(
