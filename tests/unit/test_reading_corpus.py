@@ -553,6 +553,65 @@ ROWS: list[tuple[str, Texts, set[str] | frozenset[str], set[str] | frozenset[str
         E,
         False,
     ),
+    # The condition said again after it: nothing more to read.
+    (
+        "comma-not-before",
+        "You may scale Deployment old-api to 0 once Job migrate has succeeded, not before.",
+        {"scale Deployment old-api to 0, if job migrate succeeded"},
+        E,
+        False,
+    ),
+    (
+        "and-not-earlier",
+        "You may resume Job load after Job extract has succeeded and not earlier.",
+        {"resume Job load, if job extract succeeded"},
+        E,
+        False,
+    ),
+    (
+        "semicolon-not-before",
+        "Resume Job load once Job extract has succeeded; not before.",
+        {"resume Job load, if job extract succeeded"},
+        E,
+        False,
+    ),
+    # The reason after it is not read: a person confirms, the grant stands.
+    (
+        "not-before-with-reason",
+        "You may scale Deployment old-api to 0 once Job migrate has succeeded; not before, "
+        "it still serves the old schema.",
+        {"scale Deployment old-api to 0, if job migrate succeeded"},
+        E,
+        True,
+    ),
+    # A reason that may limit takes the grant back until a person gives it.
+    (
+        "not-before-with-limit",
+        "You may resume Job load once Job extract has succeeded; not earlier, it is not safe.",
+        E,
+        None,
+        True,
+    ),
+    # "Not before" what? The grant has no condition to say again.
+    ("not-before-no-condition", "You may resume Job load; not before.", E, None, True),
+    (
+        "but-only-after-leading-grant-two",
+        "You may resume Job load and Job report, but only after Job extract has succeeded.",
+        {
+            "resume Job load, if job extract succeeded",
+            "resume Job report, if job extract succeeded",
+        },
+        E,
+        False,
+    ),
+    # Two conditions for one grant: a person reads it.
+    (
+        "two-conditions-but-only",
+        "You may resume Job load once Job a has succeeded, but only after Job b has succeeded.",
+        E,
+        None,
+        True,
+    ),
     (
         "condition-unreadable",
         "You may resume Job load only if the upstream data is ready.",
@@ -1362,12 +1421,8 @@ GRAMMAR_GAPS: dict[str, str] = {
     "you-may-header-numbered": "grammar: 'You may:' is no header ('you may :' not in _HEADERS)",
     "yaml-allowed-empty": "grammar: an empty 'allowed: []' is unclear, not read as nothing",
     "one-time-only": "grammar: 'one time only' is not read",
-    "but-only-once": "grammar: ', but only once' is not read: the sentence is unclear and "
-    "the grant refused until a person grants it (safe, not what is meant)",
     "three-times-bare": "grammar: '3 times' without 'at most' is not read",
     "as-many-times": "grammar: 'as many times as needed' is not read",
-    "but-only-after": "grammar: ', but only after Job extract has succeeded' is not read: "
-    "the sentence is unclear and the grant refused (safe, not what is meant)",
     "comma-not": "grammar: ', not Job etl-backfill' (an exception without 'but') is not read",
     "but-never": "grammar: 'but never Job etl' (elliptical 'never') is not read",
     "except-then-grant-outside": "grammar: 'Job a' is unread ('a' is reserved): the "

@@ -359,6 +359,18 @@ _TIMES = {
         at most twice = 2
     """).items()
 }
+# After a grant's condition: the same condition said again ("once Job a has succeeded, not
+# before"), which adds nothing to read.
+_NOT_BEFORE = _phrases("""
+    not before
+    not earlier
+    no earlier
+    no sooner
+    and not before
+    and not earlier
+    but not before
+    but not earlier
+""")
 _GITOPS = _phrases("""
     even though argo cd manages it
     even though argocd manages it
@@ -684,6 +696,10 @@ class _Clause:
     prohibitions: list[TypedProhibition] = field(default_factory=list)
     verb: GrantVerb | None = None  # the verb, for an elliptical "but not Job b"
     permitted: bool = False  # in so many words ("you may"), not an imperative
+    # "but only after Job a has succeeded", "but only once": what narrows the grants before
+    condition: GrantCondition | None = None
+    times: int | None = None
+    restates: bool = False  # "; not before": the condition of the grants before, again
 
 
 def _count(c: _Cursor) -> int | None:
@@ -758,6 +774,10 @@ def _trailers(c: _Cursor, namespace: str) -> tuple[GrantCondition | None, int | 
                 continue
             c.at = mark
         mark = c.at
+        c.take((",",))
+        if condition is not None and c.take_any(_NOT_BEFORE) is not None:
+            continue
+        c.at = mark
         if c.take((",",)) and c.peek() in _TRAILER_STARTS:
             continue
         c.at = mark
@@ -1047,9 +1067,10 @@ def _clause(
     quote: str,
     source: Words,
     header: tuple[str, ...],
-    previous: GrantVerb | None,
+    before: _Clause | None,
 ) -> _Clause:
-    """One clause, parsed whole, or _NoParse."""
+    """One clause, parsed whole, or _NoParse. `before`: the clause read just before it in
+    its sentence, which an elliptical clause ("but not Job b", "but only once") refers to."""
     clause = _Clause()
     c.take(("but",))
     c.words = c.words[c.at :]
@@ -1057,6 +1078,11 @@ def _clause(
     if header:
         # A list item under "Allowed:" / "Must not:" reads as if the header began it.
         c.words = list(header) + c.words
+    elif before is not None and before.grants:
+        narrowing = _narrowing(c, namespace, before.grants)
+        if narrowing is not None:
+            return narrowing
+    previous = before.verb if before is not None else None
     # An elliptical exception: "… but not Job etl-backfill" keeps the verb before it.
     if previous is not None and c.take(("not",)):
         objects = _objects(c, namespace)
@@ -1128,6 +1154,34 @@ def _clause(
     return clause
 
 
+def _narrowing(c: _Cursor, namespace: str, grants: Sequence[TypedGrant]) -> _Clause | None:
+    """A clause that only says again or narrows the grants of the clause before it: "not
+    before" their condition; "only after Job a has succeeded"; "only once". None when the
+    clause is something else; _NoParse when it would narrow what it cannot."""
+    if c.take_any(_NOT_BEFORE) is not None:
+        c.take((".",))
+        if not c.done():
+            return None
+        if any(g.condition is None for g in grants):
+            raise _NoParse("'not before' follows a grant with no condition")
+        return _Clause(restates=True)
+    if not c.take(("only",)):
+        return None
+    condition = _condition(c, namespace)
+    times = None
+    if condition is None and (n := c.take_any(_TIMES)) is not None:
+        times = _TIMES[n]
+    c.take((".",))
+    if (condition is None and times is None) or not c.done():
+        c.at = 0
+        return None
+    if condition is not None and any(g.condition is not None for g in grants):
+        raise _NoParse("two conditions")
+    if times is not None and any(g.times is not None for g in grants):
+        raise _NoParse("two counts of times")
+    return _Clause(condition=condition, times=times)
+
+
 _HEADERS = frozenset(p for p in (*_PERMISSIONS, *_NEGATIONS) if p[-1] == ":")
 
 
@@ -1137,7 +1191,8 @@ def _split_clauses(words: list[str]) -> list[list[str]]:
     """The clauses of a sentence's words; a clause after "but" keeps the word, which limits."""
     parts: list[list[str]] = [[]]
     for i, w in enumerate(words):
-        if w == ";" or (w == ":" and (*parts[-1], ":") not in _HEADERS):
+        said_again = w == "," and any(tuple(parts[-1][-len(p) :]) == p for p in _NOT_BEFORE)
+        if said_again or w == ";" or (w == ":" and (*parts[-1], ":") not in _HEADERS):
             parts.append([])
             continue
         if (
@@ -1394,17 +1449,30 @@ def _read_sentence(
     grants: list[TypedGrant] = []
     prohibitions: list[TypedProhibition] = []
     unread: list[_Unread] = []
-    previous: GrantVerb | None = None
+    before: _Clause | None = None
     for words in _split_clauses(tokens(sentence.text)):
         shown = [*heading, *words]
         try:
-            clause = _clause(
-                _Cursor(list(words)), namespace, sentence.text, source, header, previous
-            )
+            clause = _clause(_Cursor(list(words)), namespace, sentence.text, source, header, before)
         except _NoParse as unparsed:
             if not _goal(list(words), namespace):
                 unread.append(_Unread(sentence.text, str(unparsed), source, shown))
-            previous = None
+            before = None
+            continue
+        if clause.restates:
+            continue
+        if before is not None and (clause.condition is not None or clause.times is not None):
+            narrowed = {
+                id(g): g.model_copy(
+                    update={
+                        "condition": clause.condition or g.condition,
+                        "times": clause.times or g.times,
+                    }
+                )
+                for g in before.grants
+            }
+            grants = [narrowed.get(id(g), g) for g in grants]
+            before.grants = [narrowed[id(g)] for g in before.grants]
             continue
         if clause.grants and source in _DOCTRINE and not clause.permitted:
             # The operators' rules say how things are done; only their permissions grant.
@@ -1413,7 +1481,7 @@ def _read_sentence(
             continue
         grants += clause.grants
         prohibitions += clause.prohibitions
-        previous = clause.verb
+        before = clause
     if grants and len(" ".join(sentence.text.split())) > RECORD_QUOTE_MAX:
         # A person confirming must see the whole quote: nothing is granted from this one.
         why = f"a grant is quoted whole, and this sentence is over {RECORD_QUOTE_MAX} characters"
