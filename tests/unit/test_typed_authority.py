@@ -288,3 +288,64 @@ def test_a_stop_for_want_of_a_grant_goes_to_the_person_while_the_reading_waits()
     # Once confirmed, a stop of the model's own ends the run as it says.
     loop.observe(stop)
     assert loop.status.stop is not None and loop.status.stop.reason == "outsideAuthority"
+
+
+FLAGS_TASK = (
+    "The new checkout has run in shadow mode for a week without errors. You may set key mode "
+    "of ConfigMap flags to live."
+)
+SHADOW = (
+    ObjectFacts(
+        kind=FactKind.ConfigMap, name="flags", namedIn=[NamedIn.stopWhen], data={"mode": "shadow"}
+    ),
+)
+
+
+def held_back_loop() -> Loop:
+    # "without" may restrict and names no object: the set-key grant is held back.
+    loop = Loop(
+        task=FLAGS_TASK,
+        stopWhen="Stop when ConfigMap flags has key mode set to live.",
+        extraction=extraction(authorizedActions=[]),
+    )
+    loop.start()
+    record = loop.status.authority
+    assert record is not None and record.typedGrants == []
+    assert [g.id for g in record.heldBack] == ["set-key-flags"]
+    return loop
+
+
+def test_a_wait_on_a_leaf_only_a_held_back_grant_moves_asks_the_person_at_once() -> None:
+    loop = held_back_loop()
+    wait = observation("wait", contract=None, authorizedActions=None)
+    loop.send(ObservationAccepted(loop.seq, wait, facts=SHADOW))
+    request = loop.status.approval
+    assert request is not None and request.kind is ApprovalKind.authority
+    assert loop.status.schedule is None and loop.status.stop is None
+    assert "set-key ConfigMap flags key mode to live" in request.message
+    assert "--grant set-key-flags=WORDS" in request.message
+    # The person grants it in their own words: the next check acts on it by code.
+    effects = answer(loop, request.id, grants=["mode-live=set key mode of ConfigMap flags to live"])
+    assert launched(effects) == [StepKind.observe]
+    effects = loop.send(ObservationAccepted(loop.seq, wait, facts=SHADOW))
+    assert launched(effects) == [StepKind.act]
+
+
+def test_a_confirmation_without_the_held_back_grant_leaves_the_run_waiting() -> None:
+    loop = held_back_loop()
+    wait = observation("wait", contract=None, authorizedActions=None)
+    loop.send(ObservationAccepted(loop.seq, wait, facts=SHADOW))
+    assert loop.status.approval is not None
+    answer(loop, loop.status.approval.id)
+    loop.send(ObservationAccepted(loop.seq, wait, facts=SHADOW))
+    # Asked once: the person's reading stands, and nothing acts on the held-back grant.
+    assert loop.status.approval is None and loop.status.schedule is not None
+    assert loop.status.step is None
+
+
+def test_a_held_back_grant_the_facts_do_not_need_asks_nobody() -> None:
+    loop = held_back_loop()
+    live = (SHADOW[0].model_copy(update={"data": {"mode": "live"}}),)
+    wait = observation("wait", contract=None, authorizedActions=None)
+    loop.send(ObservationAccepted(loop.seq, wait, facts=live))
+    assert loop.status.approval is None and loop.status.schedule is not None

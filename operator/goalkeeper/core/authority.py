@@ -348,6 +348,7 @@ def pin(
         prohibitions=_fit(list(dict.fromkeys(_clip(p.quote) for p in read.prohibitions))),
         typedGrants=grants,
         typedProhibitions=list(read.prohibitions)[:TYPED_MAX],
+        heldBack=[g for g, _ in read.refused][:TYPED_MAX],
         unclear=_bounded(unclear),
         goal=goals.read_stop_rule(spec.stopWhen, "", spec.task),
     )

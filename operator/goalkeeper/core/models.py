@@ -782,6 +782,11 @@ class AuthorityRecord(Model):
     typedProhibitions: Annotated[list[TypedProhibition], Field(max_length=TYPED_MAX)] = Field(
         default_factory=list, description="What the words forbid."
     )
+    heldBack: Annotated[list[TypedGrant], Field(max_length=TYPED_MAX)] = Field(
+        default_factory=list,
+        description="Grants the words give that an unclear sentence may take back: never "
+        "acted on; a person who means one grants it (goalkeeper authority --grant).",
+    )
     unclear: Annotated[list[UnclearWords], Field(max_length=UNCLEAR_MAX)] = Field(
         default_factory=list,
         description="Sentences the reading could not parse whole: no act runs until a person "

@@ -1554,12 +1554,13 @@ def read(texts: Iterable[tuple[Words, str]]) -> Reading:
             refused.append((grant, taking_back))
         else:
             kept.append(grant)
+    named = _with_ids([*kept, *(g for g, _ in refused)])  # ids unique across both
     return Reading(
-        tuple(_with_ids(kept)),
+        tuple(named[: len(kept)]),
         tuple(_dedupe(prohibitions)),
         tuple(unclear),
         tuple(dropped),
-        tuple(refused),
+        tuple((g, u) for g, (_, u) in zip(named[len(kept) :], refused, strict=True)),
     )
 
 

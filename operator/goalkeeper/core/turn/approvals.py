@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from goalkeeper.core import authority, guards, health
+from goalkeeper.core import authority, guards, health, moves, reading
 from goalkeeper.core.models import (
     APPROVALS_KEPT,
     FACTS_MAX,
@@ -34,10 +34,17 @@ class Asking(Scheduling):
         setting = self.policy.confirm_authority and self.policy.approvals
         return record is not None and not record.confirmedBy and (setting or bool(record.unclear))
 
-    def await_confirmation(self, observation: Observation, action: ActionRequest | None) -> None:
-        """Pause the act (or, with no action, a stop the observation saw no grant to avoid)
-        until a person confirms what was read from the task (`goalkeeper authority NAME
-        --confirm`, or an approval of the request)."""
+    def await_confirmation(
+        self,
+        observation: Observation,
+        action: ActionRequest | None,
+        *,
+        held: moves.Move | None = None,
+    ) -> None:
+        """Pause the act (or, with no action, a stop the observation saw no grant to avoid,
+        or a wait on a false leaf that only a `held` back grant moves) until a person
+        confirms what was read from the task (`goalkeeper authority NAME --confirm`, or an
+        approval of the request)."""
         assert self.status.authority is not None
         read = "; ".join(authority.describe(self.status.authority))
         why = (
@@ -50,11 +57,20 @@ class Asking(Scheduling):
             if action is not None
             else "checks again with it (the observation found nothing the reading allows)"
         )
+        needed = ""
+        if held is not None:
+            needed = (
+                f' "{held.leaf.quote}" does not hold ({held.value.reason}); the words give '
+                f"{reading.grant_line(held.grant)}, which would make it hold, but unclear words "
+                f"may take that grant back, so it is not acted on unless a person grants it "
+                f"(--grant {held.grant.id}=WORDS)."
+            )
         request = self.open_request(
             ApprovalKind.authority,
             f"Before it acts this monitor waits until a person confirms what goalkeeper read "
-            f"from the task ({why}): {read}. Confirming (goalkeeper authority NAME --confirm, "
-            f"or approving) applies that reading and {then}; rejecting stops the monitor.",
+            f"from the task ({why}): {read}.{needed} Confirming (goalkeeper authority NAME "
+            f"--confirm, or approving) applies that reading and {then}; rejecting stops the "
+            "monitor.",
             action=action,
             facts=list(self.facts[:FACTS_MAX]),
         )

@@ -107,6 +107,10 @@ class Turn(Asking):
             # The model saw no grant for what the goal needs, while words that may give one
             # wait for a person: that person decides, not the model.
             self.await_confirmation(observation, None)
+        elif (held := self.held_back_move(observation)) is not None:
+            # The act the stop rule needs is a grant unclear words hold back: waiting on
+            # would only reach the safety limit, so the person who wrote them is asked now.
+            self.await_confirmation(observation, None, held=held)
         elif observation.route is Route.stop:
             assert observation.stopReason is not None  # guaranteed by the model
             self.report_and_stop(
@@ -178,6 +182,23 @@ class Turn(Asking):
             )
         except ValidationError:
             return None
+
+    def held_back_move(self, observation: Observation) -> moves.Move | None:
+        """The move a held-back grant would make, when the model waited or stopped short
+        while the reading waits for a person; else None."""
+        short = observation.stopReason in (
+            ObservedStopReason.materialBlocker,
+            ObservedStopReason.outsideAuthority,
+        )
+        record = self.status.authority
+        if (observation.route is not Route.wait and not short) or record is None:
+            return None
+        if not record.heldBack or not self.needs_confirmation():
+            return None
+        found = moves.applicable_moves(
+            record.goal, record.heldBack, self.facts, checks=self.status.checks
+        )
+        return found[0] if found else None
 
     def record_authority(self, observation: Observation) -> tuple[StopReason, str] | None:
         """Record what an observation's restatement of the pinned authority narrows, and
