@@ -967,10 +967,193 @@ ROWS: list[tuple[str, Texts, set[str] | frozenset[str], set[str] | frozenset[str
     ),
     ("pronoun-alone", "Restart it.", E, None, True),
     ("pronoun-them", "Resume them.", E, None, True),
-    # Safer: "it" is surely Job etl, but the grammar does not resolve pronouns.
-    ("pronoun-same-sentence", "Job etl is stuck; resume it.", E, None, True),
-    ("pronoun-in-grant-clause", "You may resume Job etl and rerun it once.", E, None, True),
+    # "it" is the one object its sentence names: read so, and a person confirms it.
+    ("pronoun-same-sentence", "Job etl is stuck; resume it.", {"resume Job etl"}, E, True),
+    (
+        "pronoun-in-grant-clause",
+        "You may resume Job etl and rerun it once.",
+        {"resume Job etl", "rerun Job etl, once"},
+        E,
+        True,
+    ),
+    (
+        "pronoun-suspended-setting",
+        "Job backfill is suspended; you may resume it by setting spec.suspend to false.",
+        {"resume Job backfill"},
+        E,
+        True,
+    ),
+    (
+        "pronoun-condition",
+        "You may resume Job mail if it is suspended.",
+        {"resume Job mail, if job mail suspended"},
+        E,
+        True,
+    ),
+    # Two objects in the sentence: "it" may be either.
+    ("pronoun-two-objects", "Job load waits for Job extract; resume it.", E, None, True),
+    # What "it" stands for in a prohibition is not read: every object, the safer.
+    (
+        "pronoun-prohibition",
+        "You may resume Job etl. Deployment web is fragile; do not restart it.",
+        {"resume Job etl"},
+        {"no restart of anything"},
+        True,
+    ),
+    (
+        "pronoun-prohibition-drops",
+        "You may restart Deployment api. Deployment web is fragile; do not restart it.",
+        E,
+        {"no restart of anything"},
+        True,
+    ),
     ("pronoun-repair", "You may fix it through the repair workflow.", E, None, True),
+    # --- an object's fields -----------------------------------------------------------------
+    # A field no verb of the vocabulary writes forbids none: the grant stands.
+    (
+        "fields-its-command-image",
+        "Job etl is suspended; you may resume it. Do not change its command or image.",
+        {"resume Job etl"},
+        {"no change to fields of anything"},
+        True,
+    ),
+    (
+        "fields-pod-template-forbids-restart",
+        "You may restart Deployment web. Do not change its pod template.",
+        E,
+        {"no restart of anything"},
+        False,
+    ),
+    (
+        "fields-replica-count-of",
+        "You may scale Deployment web to 3. Do not change the replica count of Deployment web.",
+        E,
+        {"no scale of Deployment web"},
+        False,
+    ),
+    (
+        "fields-and-any-other",
+        "You may scale Deployment web back to 2 replicas. Do not change its pod template or "
+        "any other workload.",
+        {"scale Deployment web to 2"},
+        {"no restart of anything"},
+        False,
+    ),
+    (
+        "fields-then-other-objects",
+        "You may scale StatefulSet mq from 1 to 3 replicas. Do not change its pod template or "
+        "its volume settings, and do not touch any other workload.",
+        {"scale StatefulSet mq to 3"},
+        {"no restart of anything"},
+        False,
+    ),
+    (
+        "fields-the-spec",
+        "You may resume Job etl. Do not change the spec of Job etl.",
+        E,
+        {"no change of Job etl"},
+        False,
+    ),
+    # --- several verbs forbidden, creation ----------------------------------------------------
+    (
+        "two-verbs-or",
+        "You may resume Job alpha. Do not change or delete Deployment relay or ConfigMap settings.",
+        {"resume Job alpha"},
+        {"no change of Deployment relay", "no change of ConfigMap settings"},
+        False,
+    ),
+    (
+        "create-or-delete-anything",
+        "You may rerun Job etl once. Do not create or delete anything.",
+        E,
+        {"no delete-failed-pods or rerun of anything"},
+        False,
+    ),
+    (
+        "resume-or-change",
+        "You may resume Job alpha. Job beta waits for a review: do not resume or change Job beta.",
+        {"resume Job alpha"},
+        {"no change of Job beta"},
+        True,
+    ),
+    # --- how a grant is done, and why -------------------------------------------------------
+    (
+        "restart-with-rollout",
+        "You may restart Deployment web with a rollout restart.",
+        {"restart Deployment web"},
+        E,
+        False,
+    ),
+    (
+        "so-that-purpose",
+        "You may restart Deployment web once so that new pods load today's prices.",
+        {"restart Deployment web, once"},
+        E,
+        True,
+    ),
+    # A purpose that may limit goes to a person and holds the grant back.
+    (
+        "so-that-limit",
+        "You may restart Deployment web so that nothing else restarts.",
+        E,
+        None,
+        True,
+    ),
+    (
+        "and-let-it-finish",
+        "You may resume Job etl and let it finish.",
+        {"resume Job etl"},
+        E,
+        False,
+    ),
+    # --- statements of how things are -------------------------------------------------------
+    # A word of restriction in a statement about the cluster limits nothing; a person reads it.
+    (
+        "statement-without",
+        "The checkout ran in shadow mode for a week without errors. You may set key mode of "
+        "ConfigMap flags to live.",
+        {"set-key ConfigMap flags key mode to live"},
+        E,
+        True,
+    ),
+    (
+        "statement-only-when",
+        "Deployment worker reads that ConfigMap only when a pod starts. You may restart "
+        "Deployment worker.",
+        {"restart Deployment worker"},
+        E,
+        True,
+    ),
+    (
+        "statement-instead",
+        "ConfigMap prices was corrected: currency is now EUR instead of USD. You may restart "
+        "Deployment worker.",
+        {"restart Deployment worker"},
+        E,
+        True,
+    ),
+    # A statement that speaks of a change, or refers back, may limit: held back.
+    (
+        "statement-of-change",
+        "You may restart Deployment db. The team does not want Deployment db restarted.",
+        E,
+        None,
+        True,
+    ),
+    (
+        "statement-pronoun-not-safe",
+        "You may restart Deployment web. It is not safe during peak hours.",
+        E,
+        None,
+        True,
+    ),
+    (
+        "statement-no-one-approved",
+        "You may scale Deployment web to 3. Nobody has approved the cost yet.",
+        E,
+        None,
+        True,
+    ),
     # --- other languages --------------------------------------------------------------------
     ("de-duerfen", "Du darfst Job etl fortsetzen.", E, None, True),
     ("de-sie", "Sie d\u00fcrfen Deployment web neu starten.", E, None, True),

@@ -290,10 +290,7 @@ def test_a_stop_for_want_of_a_grant_goes_to_the_person_while_the_reading_waits()
     assert loop.status.stop is not None and loop.status.stop.reason == "outsideAuthority"
 
 
-FLAGS_TASK = (
-    "The new checkout has run in shadow mode for a week without errors. You may set key mode "
-    "of ConfigMap flags to live."
-)
+FLAGS_TASK = "You may set key mode of ConfigMap flags to live. Not before the review is done."
 SHADOW = (
     ObjectFacts(
         kind=FactKind.ConfigMap, name="flags", namedIn=[NamedIn.stopWhen], data={"mode": "shadow"}
@@ -302,7 +299,7 @@ SHADOW = (
 
 
 def held_back_loop() -> Loop:
-    # "without" may restrict and names no object: the set-key grant is held back.
+    # "Not before the review is done" limits, and names no object: the grant is held back.
     loop = Loop(
         task=FLAGS_TASK,
         stopWhen="Stop when ConfigMap flags has key mode set to live.",

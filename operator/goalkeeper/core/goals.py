@@ -96,7 +96,10 @@ class _Text(_Cursor):
 
     def part(self, start: int, end: int) -> _Text:
         return _Text(
-            self.words[start:end], 0, self.raw[start:end], self.spans[start:end], self.text
+            self.words[start:end],
+            raw=self.raw[start:end],
+            spans=self.spans[start:end],
+            text=self.text,
         )
 
 
@@ -130,7 +133,7 @@ def _text(text: str) -> _Text:
             continue
         spans += [(start, end), after]
         i += 3
-    return _Text([w.casefold() for w in raw], 0, raw, spans, text)
+    return _Text([w.casefold() for w in raw], raw=raw, spans=spans, text=text)
 
 
 _MORE_NUMBERS = {
@@ -1017,7 +1020,7 @@ def _resolve_it(c: _Text) -> _Text:
             words.append(word)
             raw.append(c.raw[i])
             spans.append(c.spans[i])
-    return _Text(words, 0, raw, spans, c.text)
+    return _Text(words, raw=raw, spans=spans, text=c.text)
 
 
 def _sentence(sentence: Sentence, ctx: _Context, led: bool) -> tuple[str, _Dnf, list[GoalLeaf]]:

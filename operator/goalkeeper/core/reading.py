@@ -107,6 +107,9 @@ _ANY_CHANGE = _set("""
     mutating update updating patch patching write writing tamper tampering act acting
     interfere interfering""")
 _DELETE = _set("delete deleting remove removing")
+_CREATE = _set("create creating recreate recreating")
+# What forbidding a creation forbids of the vocabulary: a re-run creates the Job again.
+_CREATING = frozenset({GrantVerb.rerun})
 # What forbidding a deletion forbids of the vocabulary: every verb that deletes something.
 _DELETING = frozenset({GrantVerb.deleteFailedPods, GrantVerb.rerun})
 
@@ -234,11 +237,39 @@ _EVERY = _phrases("""
     any other objects
     any other resource
     any other resources
+    any other workload
+    any other workloads
+    other workloads
+    every other object
+    every other workload
+    every other pod
+    any other pod
+    other pods
     the cluster
     the namespace
     this namespace
 """)
 _ELSE = frozenset({"else", "other", "otherwise"})
+# An object's fields a prohibition may name, to the verbs of the vocabulary that write them:
+# a restart writes an annotation of the pod template, a scale the replica count, a set-key
+# the data, every verb the spec. A field no verb writes forbids none of them.
+_FIELD_VERBS: dict[tuple[str, ...], frozenset[GrantVerb]] = {
+    tuple(phrase.split()): verbs
+    for phrases, verbs in (
+        (
+            "image, images, container image, container images, command, commands, "
+            "arguments, args, environment, env, environment variables, volume settings, "
+            "volumes, resources, resource limits, ports, probes, schedule, job template, "
+            "other keys",
+            frozenset(),
+        ),
+        ("pod template, template, pod spec, annotations", frozenset({GrantVerb.restart})),
+        ("replica count, replicas, size", frozenset({GrantVerb.scale})),
+        ("data, keys", frozenset({GrantVerb.setKey})),
+        ("spec", frozenset(GrantVerb)),
+    )
+    for phrase in phrases.split(", ")
+}
 # "Only observe.": a task that allows watching alone forbids every change.
 _ONLY_WATCH = _phrases("""
     only observe
@@ -346,6 +377,19 @@ _FILLERS = _phrases("""
     by setting spec.suspend to false
     by setting spec.suspend=false
     by setting spec.suspend = false
+    and let it finish
+    and let it run
+    and let it complete
+    and let it run to the end
+""")
+# How a restart is done, said after it: the restart the act step does anyway.
+_RESTART_HOW = _phrases("""
+    with a rollout-restart
+    with a rolling rollout-restart
+    by a rollout-restart
+    through a rollout-restart
+    via a rollout-restart
+    with kubectl rollout-restart
 """)
 _TIMES = {
     phrase: int(n)
@@ -383,7 +427,7 @@ _GITOPS = _phrases("""
 # Words that may start a trailer after a comma ("…, once", "…, if needed").
 _TRAILER_STARTS = _set("once only at up no twice if when after even as although again in")
 # Words the grammar reads as verbs beyond the vocabulary: never an object's name.
-_GRAMMAR_VERBS = _set("set use clean run running do leave hands")
+_GRAMMAR_VERBS = _set("set use clean run running do leave hands let")
 _PRONOUNS = _set("it its them they")
 # Words that may bear on authority: an unparsed clause holding one goes to a person, and
 # one that may restrict without naming what holds back every grant. The lists never grant
@@ -524,6 +568,9 @@ class _NoParse(Exception):
 class _Cursor:
     words: list[str]
     at: int = 0
+    # The one object its sentence names, which "it" in a grant or condition stands for.
+    antecedent: ObjectRef | None = None
+    resolved: ObjectRef | None = None  # set once "it" was read as the antecedent
 
     def done(self) -> bool:
         return self.at >= len(self.words)
@@ -567,10 +614,14 @@ def clip(text: str, limit: int = RECORD_QUOTE_MAX) -> str:
     return one if len(one) <= limit else one[: limit - 1] + "\u2026"
 
 
-def _object(c: _Cursor, namespace: str) -> list[ObjectRef]:
+def _object(c: _Cursor, namespace: str, *, pronoun: bool = False) -> list[ObjectRef]:
     """One object, or several of one kind ("Jobs a and b"), in any of the forms people
     write: `Job etl`, `the etl Job`, `job/etl`, `jobs/etl`, `ns/jobs/etl`, `the Job named etl`."""
     start = c.at
+    if pronoun and c.peek() == "it" and c.antecedent is not None:
+        c.at += 1
+        c.resolved = c.antecedent
+        return [c.antecedent]
     the = c.take(("the",))
     the or c.take(("a",))
     word = c.peek()
@@ -636,9 +687,10 @@ def _list_closes(c: _Cursor, at: int) -> bool:
     return False
 
 
-def _objects(c: _Cursor, namespace: str) -> list[ObjectRef]:
-    """Objects joined by `,`, `and`, `or`, each with its kind; a namespace after them."""
-    found = _object(c, namespace)
+def _objects(c: _Cursor, namespace: str, *, pronoun: bool = False) -> list[ObjectRef]:
+    """Objects joined by `,`, `and`, `or`, each with its kind; a namespace after them.
+    With `pronoun`, "it" is the one object its sentence names (a grant's, a condition's)."""
+    found = _object(c, namespace, pronoun=pronoun)
     while found:
         mark = c.at
         c.take((",",))
@@ -667,7 +719,7 @@ def _condition(c: _Cursor, namespace: str) -> GrantCondition | None:
     mark = c.at
     if c.take_any(_CONDITION_WORDS) is None:
         return None
-    objects = _object(c, namespace)
+    objects = _object(c, namespace, pronoun=True)
     if len(objects) != 1:
         c.at = mark
         return None
@@ -716,7 +768,10 @@ def _count(c: _Cursor) -> int | None:
 
 def _scale_bounds(c: _Cursor) -> tuple[int | None, int | None, int | None]:
     """`to 3 [replicas]`, `between 2 and 5 replicas`, `up to 5`, `down to 0`: (to, min, max)."""
-    c.take(("up",)) or c.take(("down",))
+    c.take(("up",)) or c.take(("down",)) or c.take(("back",))
+    mark = c.at
+    if c.take(("from",)) and _count(c) is None:
+        c.at = mark  # "from 1 to 3": the count it has now, which the facts read anyway
     if c.take(("to",)):
         n = _count(c)
         if n is None:
@@ -801,7 +856,7 @@ def _grant_phrase(c: _Cursor, namespace: str, quote: str, source: Words) -> list
         c.take(("the",)) or c.take(("any",))
         if not (c.take(("failed", "pods", "of")) or c.take(("failed", "pods", "from"))):
             raise _NoParse("deleting is granted only for the failed pods of a Job")
-        objects = _objects(c, namespace)
+        objects = _objects(c, namespace, pronoun=True)
         return _made(GrantVerb.deleteFailedPods, objects, c, namespace, quote, source)
     if c.take(("set",)) or c.take(("change",)):
         return _set_key(c, namespace, quote, source)
@@ -809,7 +864,7 @@ def _grant_phrase(c: _Cursor, namespace: str, quote: str, source: Words) -> list
         return _repair_rest(c, namespace, quote, source, scope="the repair workflow")
     if c.take(("run",)):
         # "run Job etl again" is a re-run; "run Job etl" alone may mean resume.
-        objects = _objects(c, namespace)
+        objects = _objects(c, namespace, pronoun=True)
         if not c.take(("again",)):
             raise _NoParse("'run' alone may start or re-run: the words do not say which")
         return _made(GrantVerb.rerun, objects, c, namespace, quote, source)
@@ -824,7 +879,7 @@ def _grant_phrase(c: _Cursor, namespace: str, quote: str, source: Words) -> list
         c.take(("a", "rollout", "of")) or c.take(("the", "pods", "of"))
     if verb is GrantVerb.scale:
         c.take(("up",)) or c.take(("down",))
-    objects = _objects(c, namespace)
+    objects = _objects(c, namespace, pronoun=True)
     return _made(verb, objects, c, namespace, quote, source)
 
 
@@ -933,6 +988,8 @@ def _made(
     to = low = high = None
     if verb is GrantVerb.scale:
         to, low, high = _scale_bounds(c)
+    if verb is GrantVerb.restart:
+        c.take_any(_RESTART_HOW)
     condition, times, gitops = _trailers(c, namespace)
     return [
         TypedGrant(
@@ -970,8 +1027,7 @@ def _grant_clause(c: _Cursor, namespace: str, quote: str, source: Words) -> list
     return grants
 
 
-def _prohibited_verb(c: _Cursor) -> tuple[GrantVerb | None, frozenset[GrantVerb]] | None:
-    """A forbidden verb: (the verb, the verbs it forbids); any change forbids all."""
+def _one_prohibited_verb(c: _Cursor) -> tuple[GrantVerb | None, frozenset[GrantVerb]] | None:
     word = c.peek()
     if word in _VERB_WORDS:
         c.at += 1
@@ -988,9 +1044,51 @@ def _prohibited_verb(c: _Cursor) -> tuple[GrantVerb | None, frozenset[GrantVerb]
     if word in _DELETE:
         c.at += 1
         return None, _DELETING
+    if word in _CREATE:
+        c.at += 1
+        return None, _CREATING
     if c.take(("mess", "with")) or c.take(("messing", "with")):
         return None, frozenset(GrantVerb)
     return None
+
+
+def _prohibited_verb(c: _Cursor) -> tuple[GrantVerb | None, frozenset[GrantVerb]] | None:
+    """Forbidden verbs, one or a list ("restart, scale or change"): (the verb when one,
+    the verbs they forbid); any change forbids all."""
+    first = _one_prohibited_verb(c)
+    if first is None:
+        return None
+    verb, forbids = first
+    while True:
+        mark = c.at
+        c.take((",",))
+        c.take(("or",)) or c.take(("and",)) or c.take(("nor",))
+        more = _one_prohibited_verb(c) if c.at > mark else None
+        if more is None:
+            c.at = mark
+            return verb, forbids
+        verb, forbids = None, forbids | more[1]
+
+
+def _fields(c: _Cursor) -> frozenset[GrantVerb] | None:
+    """`its image, command or arguments`, `the pod template`: fields of an object, as the
+    verbs of the vocabulary that write them (none for a field no verb writes); None when
+    no field is named."""
+    verbs: set[GrantVerb] = set()
+    found = False
+    while True:
+        mark = c.at
+        if found:
+            c.take((",",))
+            c.take(("or",)) or c.take(("and",))
+        c.take(("its",)) or c.take(("their",)) or c.take(("the",))
+        named = c.take_any(_FIELD_VERBS)
+        if named is None:
+            c.at = mark
+            break
+        found = True
+        verbs |= _FIELD_VERBS[named]
+    return frozenset(verbs) if found else None
 
 
 def _forbidden_objects(
@@ -998,6 +1096,8 @@ def _forbidden_objects(
 ) -> tuple[list[ObjectRef], bool, list[ObjectRef]] | None:
     """What a prohibition forbids: (objects, every object, the objects excepted)."""
     mark = c.at
+    if c.take(("it",)) or c.take(("them",)):
+        return [], True, []  # what "it" stands for is not read: every object, the safer
     every = c.take_any(_EVERY)
     if every is not None:
         excepted: list[ObjectRef] = []
@@ -1026,7 +1126,15 @@ def _prohibition_clause(
         verb_read = _prohibited_verb(c)
         # "Forbidden: Deployment db" names no verb: any change to it is forbidden.
         verb, forbids = verb_read or (None, frozenset(GrantVerb))
-        what = _forbidden_objects(c, namespace)
+        fields = _fields(c)
+        what: tuple[list[ObjectRef], bool, list[ObjectRef]] | None
+        if fields is not None:
+            # Fields of an object: the verbs that write them; "its" or "the" names no
+            # object, so every object, unless "of Deployment web" says which.
+            verb, forbids = None, forbids & fields
+            what = _forbidden_objects(c, namespace) if c.take(("of",)) else ([], True, [])
+        else:
+            what = _forbidden_objects(c, namespace)
         if what is None:
             raise _NoParse(f"'{c.rest()}' names nothing forbidden")
         objects, every, excepted = what
@@ -1054,6 +1162,7 @@ def _prohibition_clause(
         mark = c.at
         c.take((",",))
         if c.take(("or",)) or c.take(("and",)) or c.take(("nor",)):
+            c.take_any(_NEGATIONS)  # ", and do not touch any other object"
             continue
         if c.at > mark and (c.peek() in _VERB_WORDS or c.peek() in _ANY_CHANGE | _DELETE):
             continue
@@ -1185,6 +1294,9 @@ def _narrowing(c: _Cursor, namespace: str, grants: Sequence[TypedGrant]) -> _Cla
 _HEADERS = frozenset(p for p in (*_PERMISSIONS, *_NEGATIONS) if p[-1] == ":")
 
 
+_PURPOSE = frozenset({("so", "that"), ("in", "order")})
+
+
 # Clause boundaries inside a sentence: a semicolon, a colon after anything but a header
 # ("Allowed:"), and ", but" / "but" before a new clause.
 def _split_clauses(words: list[str]) -> list[list[str]]:
@@ -1192,6 +1304,10 @@ def _split_clauses(words: list[str]) -> list[list[str]]:
     parts: list[list[str]] = [[]]
     for i, w in enumerate(words):
         said_again = w == "," and any(tuple(parts[-1][-len(p) :]) == p for p in _NOT_BEFORE)
+        if tuple(words[i : i + 2]) in _PURPOSE and parts[-1]:
+            # Why, after what: its own clause, which a person reads if it may bear on it.
+            parts.append([w])
+            continue
         if said_again or w == ";" or (w == ":" and (*parts[-1], ":") not in _HEADERS):
             parts.append([])
             continue
@@ -1404,7 +1520,9 @@ def prohibition_line(prohibition: TypedProhibition) -> str:
     """A prohibition in a few words: `no restart of Deployment db`, `no change to anything
     but Job a`."""
     verb = f"no {prohibition.verb.value}" if prohibition.verb else "no change"
-    if len(prohibition.forbids) < len(GrantVerb) and prohibition.verb is None:
+    if not prohibition.forbids:
+        verb = "no change to fields"  # fields no verb of the vocabulary writes
+    elif len(prohibition.forbids) < len(GrantVerb) and prohibition.verb is None:
         verb = "no " + " or ".join(v.value for v in prohibition.forbids)
     if prohibition.object is not None:
         return f"{verb} of {prohibition.object.ref}"
@@ -1450,10 +1568,13 @@ def _read_sentence(
     prohibitions: list[TypedProhibition] = []
     unread: list[_Unread] = []
     before: _Clause | None = None
+    named = {(o.kind, o.name): o for o in _mentions(tokens(sentence.text), namespace)}
+    antecedent = next(iter(named.values())) if len(named) == 1 else None
     for words in _split_clauses(tokens(sentence.text)):
         shown = [*heading, *words]
+        cursor = _Cursor(list(words), antecedent=antecedent)
         try:
-            clause = _clause(_Cursor(list(words)), namespace, sentence.text, source, header, before)
+            clause = _clause(cursor, namespace, sentence.text, source, header, before)
         except _NoParse as unparsed:
             if not _goal(list(words), namespace):
                 unread.append(_Unread(sentence.text, str(unparsed), source, shown))
@@ -1479,6 +1600,10 @@ def _read_sentence(
             why = "an instruction grants only in so many words"
             unread.append(_Unread(sentence.text, why, source, shown))
             continue
+        if cursor.resolved is not None and clause.grants:
+            # "it" read as the one object its sentence names: a person confirms that.
+            why = f"'it' is read as {cursor.resolved.kind} {cursor.resolved.name}"
+            unread.append(_Unread(sentence.text, why, source, ["it"]))
         grants += clause.grants
         prohibitions += clause.prohibitions
         before = clause
@@ -1532,7 +1657,7 @@ def read(texts: Iterable[tuple[Words, str]]) -> Reading:
         )
         if all(u.sentence != entry.sentence for u in unclear):
             unclear.append(entry)
-        if any(w in _RESTRICTING for w in words):
+        if _may_limit(words):
             limiting.append((clause, entry, named))
     kept: list[TypedGrant] = []
     dropped: list[tuple[TypedGrant, TypedProhibition]] = []
@@ -1554,14 +1679,39 @@ def read(texts: Iterable[tuple[Words, str]]) -> Reading:
             refused.append((grant, taking_back))
         else:
             kept.append(grant)
-    named = _with_ids([*kept, *(g for g, _ in refused)])  # ids unique across both
+    ided = _with_ids([*kept, *(g for g, _ in refused)])  # ids unique across both
     return Reading(
-        tuple(named[: len(kept)]),
+        tuple(ided[: len(kept)]),
         tuple(_dedupe(prohibitions)),
         tuple(unclear),
         tuple(dropped),
-        tuple((g, u) for g, (_, u) in zip(named[len(kept) :], refused, strict=True)),
+        tuple((g, u) for g, (_, u) in zip(ided[len(kept) :], refused, strict=True)),
     )
+
+
+# Words that say a clause is said to the one who acts: anywhere in it, or the first word.
+_ADDRESSED = _set("do please you your goalkeeper we i us")
+_ADDRESSING = _ADDRESSED | _PRONOUNS | _set("let keep leave stay hold make this that which")
+_CHANGE_WORDS = frozenset(_VERB_WORDS) | _ANY_CHANGE | _DELETE | _CREATE
+
+
+def _changes(word: str) -> bool:
+    """A verb of change in any of its forms: restart, restarts, restarted, touches."""
+    stems = (word, word[:-1], word[:-2], word[:-3]) if len(word) > 4 else (word,)
+    return any(stem in _CHANGE_WORDS for stem in stems)
+
+
+def _may_limit(words: Sequence[str]) -> bool:
+    """Whether an unread clause may take a grant back: it holds a word of restriction, and
+    it is said to whoever acts (it begins with a restriction, a verb or "you", or holds a
+    word of permission or duty) or it speaks of a change. A statement of how things are
+    ("reads it only at start", "ran a week without errors") limits nothing; it still goes
+    to a person as unclear when it names a granted object or refers back."""
+    if not any(w in _RESTRICTING for w in words):
+        return False
+    first = next((w for w in words if w not in ("and", "so", ",", "(")), "")
+    addressed = first in _RESTRICTING or first in _ADDRESSING or _changes(first)
+    return addressed or any(w in _PERMITTING or w in _ADDRESSED or _changes(w) for w in words)
 
 
 def _with_ids(grants: list[TypedGrant]) -> list[TypedGrant]:
