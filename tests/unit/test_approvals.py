@@ -22,6 +22,7 @@ from goalkeeper.core.engine import (
     EmitReport,
     LaunchStep,
     Notify,
+    ObservationAccepted,
     Started,
     StopMonitor,
     TimerDue,
@@ -29,10 +30,13 @@ from goalkeeper.core.engine import (
 from goalkeeper.core.models import (
     Activity,
     ApprovalDecision,
+    FactKind,
     Health,
     MonitorApprovalSpec,
     MonitorState,
     MonitorStatus,
+    NamedIn,
+    ObjectFacts,
     Observation,
     StepKind,
     StopReason,
@@ -299,3 +303,49 @@ def test_a_rate_is_no_estimate_and_the_paid_action_stops() -> None:
     assert loop.status.stop is not None and loop.status.approval is None
     assert loop.status.stop.reason is StopReason.paidActionNotApproved
     assert "no cost estimate" in loop.status.stop.message
+
+
+BUILD_SUSPENDED = (
+    ObjectFacts(kind=FactKind.Job, name="build", namedIn=[NamedIn.stopWhen], suspended=True),
+)
+
+
+def paid_stop() -> Observation:
+    return observation(
+        "stop",
+        goal="incomplete",
+        work="blocked",
+        stopReason="paidActionNotApproved",
+        reason="Resuming the build costs money.",
+        contract=None,
+        authorizedActions=None,
+    )
+
+
+def test_a_stop_for_a_paid_acts_approval_is_the_cost_guards_to_decide() -> None:
+    # The model stops short of the one paid act its stop rule needs: the engine routes the
+    # check to that act, and the cost guard (not the model) asks for the approval.
+    loop = Loop(
+        options={"approval_window": WINDOW},
+        task=PRICED,
+        stopWhen="Stop when Job build has succeeded.",
+    )
+    loop.start()
+    loop.send(ObservationAccepted(loop.seq, paid_stop(), facts=BUILD_SUSPENDED))
+    request = loop.status.approval
+    assert loop.status.stop is None and request is not None
+    assert request.action is not None and request.action.authorizedActionId == "resume-build"
+    assert request.amount is not None and float(request.amount.amount) == 7
+
+
+def test_a_paid_stop_with_no_paid_act_to_take_stands() -> None:
+    loop = Loop(
+        options={"approval_window": WINDOW},
+        task=PRICED,
+        stopWhen="Stop when Job build has succeeded.",
+    )
+    loop.start()
+    running = (BUILD_SUSPENDED[0].model_copy(update={"suspended": False, "active": 1}),)
+    loop.send(ObservationAccepted(loop.seq, paid_stop(), facts=running))
+    assert loop.status.stop is not None and loop.status.approval is None
+    assert loop.status.stop.reason is StopReason.paidActionNotApproved

@@ -28,6 +28,7 @@ from typing import Any
 from goalkeeper.core.goals import refuted_completion
 from goalkeeper.core.models import (
     ActionKind,
+    AuthorizedAction,
     FactKind,
     GoalRule,
     GoalState,
@@ -148,10 +149,22 @@ def contradiction(
     facts: Sequence[ObjectFacts],
     goal_rule: GoalRule | None = None,
     check: int = 0,
+    actions: Sequence[AuthorizedAction] | None = None,
 ) -> str | None:
     """The first claim of `observation` that `facts` contradict, as a sentence; else None.
     A claim of completion is held against `goal_rule`, the stop rule's predicates, at
-    `check`, the check answered."""
+    `check`, the check answered; a stop for a paid act's approval against the recorded
+    `actions`, when given."""
+    paid = actions is not None and any(a.paid for a in actions)
+    if (
+        observation.stopReason is ObservedStopReason.paidActionNotApproved
+        and actions is not None
+        and not paid
+    ):
+        return (
+            "stop 'paidActionNotApproved' contradicts the task: no action it authorizes "
+            "costs money."
+        )
     goal = goal_objects(facts)
     jobs = [f for f in goal if f.kind is FactKind.Job]
     if observation.goal is GoalState.complete:

@@ -58,10 +58,11 @@ def applicable_moves(
     facts: Sequence[ObjectFacts],
     *,
     checks: int,
+    paid: bool = False,
 ) -> list[Move]:
-    """Each unpaid grant the act step does by code alone, whose condition holds and whose
-    act would change something the facts show, paired with a false leaf of a done group
-    that its act makes true; at most one move per grant."""
+    """Each grant the act step does by code alone, unpaid (with `paid`: paid only), whose
+    condition holds and whose act would change something the facts show, paired with a
+    false leaf of a done group that its act makes true; at most one move per grant."""
     if rule is None or not rule.done:
         return []
     found = evaluate(rule, facts, checks=checks, unchanged=0, judged={})
@@ -73,7 +74,7 @@ def applicable_moves(
     ]
     moves = []
     for grant in grants:
-        if grant.paid or not authority.by_code(grant) or grant.object is None:
+        if grant.paid is not paid or not authority.by_code(grant) or grant.object is None:
             continue
         if grant.condition is not None and not authority.condition_holds(grant.condition, facts):
             continue

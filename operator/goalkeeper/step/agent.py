@@ -472,7 +472,9 @@ def against_facts(
     an invalid answer) and, where the task authorized actions, which."""
     mutation_set = observation.action.mutationSet if observation.action else []
     read = facts.facts_of(_named_objects(step_input, tools, list(mutation_set)), step_input.goal)
-    found = contradiction(observation, read, step_input.goal, step_input.check)
+    found = contradiction(
+        observation, read, step_input.goal, step_input.check, step_input.authorizedActions
+    )
     if found is None:
         return read
     hint = "Answer again from these facts."

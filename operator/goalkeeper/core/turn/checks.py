@@ -93,9 +93,10 @@ class Turn(Asking):
         elif given_up is not None and observation.stopReason is not ObservedStopReason.goalComplete:
             # The person's own words end the run here, whatever route the model chose.
             self.report_and_stop(observation, *given_up)
-        elif (moved := self.own_move(observation)) is not None:
+        elif (moved := self.own_move(observation) or self.paid_move(observation)) is not None:
             # The person's grant makes a false leaf of their stop rule true: that act, not
-            # the model's wait or stop short.
+            # the model's wait or stop short; a paid one goes through the cost guards, which
+            # decide whether it needs a person's approval.
             assert moved.action is not None
             st.lastObservation, st.work = moved, moved.work
             self.route_act(moved, moved.action)
@@ -160,7 +161,24 @@ class Turn(Asking):
         )
         if len(found) != 1:
             return None  # none, or a choice that is the model's to make
-        [move] = found
+        return self.routed(observation, found[0])
+
+    def paid_move(self, observation: Observation) -> Observation | None:
+        """A stop for want of a paid act's approval routed to that act, when exactly one
+        paid grant's act makes a false leaf true: whether it is over its ceiling or needs
+        approval is the cost guards' to say, not the model's."""
+        record = self.status.authority
+        if observation.stopReason is not ObservedStopReason.paidActionNotApproved:
+            return None
+        if record is None:
+            return None
+        found = moves.applicable_moves(
+            record.goal, record.typedGrants, self.facts, checks=self.status.checks, paid=True
+        )
+        return self.routed(observation, found[0]) if len(found) == 1 else None
+
+    def routed(self, observation: Observation, move: moves.Move) -> Observation | None:
+        """The observation routed to the move's act; None if that does not validate."""
         action = move.action()
         said = (
             f"{action.incomplete}; grant {move.grant.id} ({action.action}) makes it hold, "
