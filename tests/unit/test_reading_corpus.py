@@ -1054,6 +1054,45 @@ ROWS: list[tuple[str, Texts, set[str] | frozenset[str], set[str] | frozenset[str
         {"no change of Job etl"},
         False,
     ),
+    # --- what stays as it is ------------------------------------------------------------------
+    (
+        "keep-fields-of-unchanged",
+        "You may restart Deployment worker. Keep the image, command, environment and replica "
+        "count of Deployment worker unchanged.",
+        {"restart Deployment worker"},
+        {"no scale of Deployment worker"},
+        False,
+    ),
+    (
+        "keep-object-as-it-is",
+        "You may resume Job etl. Keep Deployment db as it is.",
+        {"resume Job etl"},
+        {"no change of Deployment db"},
+        False,
+    ),
+    (
+        "leave-its-keys",
+        "You may set key mode of ConfigMap flags to live. Leave its other keys as they are.",
+        {"set-key ConfigMap flags key mode to live"},
+        {"no change to fields of anything"},
+        False,
+    ),
+    (
+        "keep-object-and-its-spec",
+        "You may resume Job etl. Keep Job load and its spec as they are.",
+        {"resume Job etl"},
+        {"no change of Job load"},
+        False,
+    ),
+    (
+        "leave-the-granted-object-alone",
+        "You may resume Job etl. Leave Job etl alone.",
+        E,
+        {"no change of Job etl"},
+        False,
+    ),
+    # "Keep it running" says what should hold, not what stays unchanged: a person reads it.
+    ("keep-running", "Keep Deployment web running.", E, None, True),
     # --- several verbs forbidden, creation ----------------------------------------------------
     (
         "two-verbs-or",
@@ -1613,7 +1652,6 @@ GRAMMAR_GAPS: dict[str, str] = {
     "may-never": "grammar: 'You may never' is no negation",
     "two-verbs-forbidden": "grammar: 'Do not restart or scale X' (two verbs, one object) is "
     "not read",
-    "leave-alone": "grammar: 'Leave X alone' is not read",
     "hands-off": "grammar: 'Hands off X' is not read",
     "no-restarts-noun": "grammar: 'No restarts of X' (a noun) is not read",
     "do-not-comma-under-any": "grammar: 'Do not, under any circumstances, ...' is not read",

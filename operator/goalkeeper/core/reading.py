@@ -1122,6 +1122,7 @@ def _prohibition_clause(
     c: _Cursor, namespace: str, quote: str, source: Words
 ) -> list[TypedProhibition]:
     found: list[TypedProhibition] = []
+    named_here: list[ObjectRef] = []
     while True:
         verb_read = _prohibited_verb(c)
         # "Forbidden: Deployment db" names no verb: any change to it is forbidden.
@@ -1129,15 +1130,19 @@ def _prohibition_clause(
         fields = _fields(c)
         what: tuple[list[ObjectRef], bool, list[ObjectRef]] | None
         if fields is not None:
-            # Fields of an object: the verbs that write them; "its" or "the" names no
-            # object, so every object, unless "of Deployment web" says which.
+            # Fields of an object: the verbs that write them. "Of Deployment web" says
+            # whose; "its" after one object of this clause, that one; else every object.
             verb, forbids = None, forbids & fields
-            what = _forbidden_objects(c, namespace) if c.take(("of",)) else ([], True, [])
+            if c.take(("of",)):
+                what = _forbidden_objects(c, namespace)
+            else:
+                what = (named_here, False, []) if len(named_here) == 1 else ([], True, [])
         else:
             what = _forbidden_objects(c, namespace)
         if what is None:
             raise _NoParse(f"'{c.rest()}' names nothing forbidden")
         objects, every, excepted = what
+        named_here += [o for o in objects if o not in named_here]
         if not objects and not every:
             pass  # "anything else": what no grant names, which nothing grants anyway
         elif every:
@@ -1227,6 +1232,10 @@ def _clause(
         ]
         return clause  # what follows (a time, a reason) only says how long: it narrows anyway
     c.at = mark
+    kept = _kept(c, namespace, quote, source)
+    if kept is not None:
+        clause.prohibitions = kept
+        return clause
     leading = _condition(c, namespace)
     if leading is not None:
         c.take((",",))
@@ -1261,6 +1270,44 @@ def _clause(
     if not c.done():
         raise _NoParse(f"'{c.rest()}' is not read")
     return clause
+
+
+# "Keep X unchanged", "leave X alone": what stays as it is.
+_KEPT = _phrases("""
+    unchanged
+    as it is
+    as they are
+    as is
+    the same
+    alone
+    untouched
+    intact
+    in place
+""")
+
+
+def _kept(c: _Cursor, namespace: str, quote: str, source: Words) -> list[TypedProhibition] | None:
+    """`Keep the image and replica count of Deployment web unchanged`, `Leave Deployment db
+    alone`: a prohibition of any change to what lies between; None if the clause is not of
+    that form."""
+    mark = c.at
+    if not (c.take(("keep",)) or c.take(("leave",))):
+        return None
+    words = c.words[c.at :]
+    if words and words[-1] == ".":
+        words = words[:-1]
+    end = next(
+        (len(words) - len(p) for p in _KEPT if tuple(words[len(words) - len(p) :]) == p), None
+    )
+    if not end:
+        c.at = mark
+        return None
+    body = _Cursor(["change", *words[:end]], antecedent=c.antecedent)
+    found = _prohibition_clause(body, namespace, quote, source)
+    if not body.done():
+        raise _NoParse(f"'{body.rest()}' is not read")
+    c.at = len(c.words)
+    return found
 
 
 def _narrowing(c: _Cursor, namespace: str, grants: Sequence[TypedGrant]) -> _Clause | None:
