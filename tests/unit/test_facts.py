@@ -21,6 +21,7 @@ from goalkeeper.core.goals import read_stop_rule
 from goalkeeper.core.models import (
     AuthorizedAction,
     FactKind,
+    GrantVerb,
     JobEnd,
     NamedIn,
     ObjectFacts,
@@ -331,19 +332,31 @@ def test_a_restart_of_a_workload_already_on_the_current_config_is_refused() -> N
             kind="recover",
             action="Restart Deployment pricing-worker (rollout restart).",
             mutationSet=["deployments/pricing-worker"],
+            authorizedActionId="restart-pricing-worker",
         ),
     )
+    grants = [
+        AuthorizedAction(
+            id="restart-pricing-worker",
+            description="restart Deployment pricing-worker",
+            verb=GrantVerb.restart,
+        )
+    ]
     fresh = deployment(
         "pricing-worker", NamedIn.action, NamedIn.task, freshConfig=["pricing-config"]
     )
-    refused = contradiction(restart, [fresh])
+    refused = contradiction(restart, [fresh], actions=grants)
     assert refused is not None and "restart of Deployment pricing-worker" in refused
     stale = deployment(
         "pricing-worker", NamedIn.action, NamedIn.task, staleConfig=["pricing-config"]
     )
-    assert contradiction(restart, [stale]) is None
+    assert contradiction(restart, [stale], actions=grants) is None
     # Named by the task alone, not the action: nothing to refuse here.
-    assert contradiction(restart, [deployment("pricing-worker", freshConfig=["x"])]) is None
+    named = [deployment("pricing-worker", freshConfig=["x"])]
+    assert contradiction(restart, named, actions=grants) is None
+    # The grant it names decides what the act is, not the words of the answer.
+    resume = [grants[0].model_copy(update={"verb": GrantVerb.resume})]
+    assert contradiction(restart, [fresh], actions=resume) is None
 
 
 def test_a_stop_outside_authority_is_refused_while_a_named_job_runs() -> None:

@@ -32,6 +32,7 @@ from goalkeeper.core.models import (
     FactKind,
     GoalRule,
     GoalState,
+    GrantVerb,
     JobEnd,
     LeafKind,
     NamedIn,
@@ -127,7 +128,7 @@ def _rollout_short(fact: ObjectFacts) -> bool:
 
 
 # An action that restarts a workload's pods ("rollout restart", "Restart Deployment web").
-_RESTART = re.compile(r"\brestart")
+_RESTARTS = re.compile(r"\brestart")
 
 # "Scale StatefulSet queue-broker to 3 replicas", "scale web: set replicas=3".
 _SCALE = re.compile(r"\bscal")
@@ -138,7 +139,7 @@ def scaled_to(action: str) -> int | None:
     """The one replica count a scale action names ("to 3", "replicas=3"); None for an
     action that is no scale, restarts too, or names none or several."""
     said = action.casefold()
-    if not _SCALE.search(said) or _RESTART.search(said):
+    if not _SCALE.search(said) or _RESTARTS.search(said):
         return None
     counts = {int(a or b) for a, b in _SCALED_TO.findall(said)}
     return counts.pop() if len(counts) == 1 else None
@@ -224,7 +225,8 @@ def contradiction(
     action = observation.action
     if action is None:
         return None
-    if _RESTART.search(action.action.casefold()):
+    verb = next((a.verb for a in actions or () if a.id == action.authorizedActionId), None)
+    if verb is GrantVerb.restart:
         for fact in facts:
             if NamedIn.action in fact.namedIn and fact.freshConfig and not fact.staleConfig:
                 return (

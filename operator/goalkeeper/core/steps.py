@@ -32,6 +32,7 @@ from goalkeeper.core.models import (
     MUTATING_STEPS,
     ActionResult,
     AuthorityExtraction,
+    AuthorizedAction,
     GoalRule,
     MonitorState,
     MonitorStatus,
@@ -113,6 +114,7 @@ def next_event(
                 unverifiable=step.unverifiable,
                 goal_rule=status.authority.goal if status.authority is not None else None,
                 check=in_flight.check,
+                actions=status.authorizedActions,
             )
         if step.job_ended is not None:
             return StepFailed(in_flight.seq, step.job_ended, effect_unknown=True)
@@ -199,6 +201,7 @@ def step_event(
     unverifiable: bool = False,
     goal_rule: GoalRule | None = None,
     check: int = 0,
+    actions: Sequence[AuthorizedAction] | None = None,
 ) -> Event | None:
     """The event a MonitorStep's status stands for, or None while the step has not ended.
 
@@ -242,7 +245,7 @@ def step_event(
         except ValidationError as error:
             message = f"Invalid observation: {describe_errors(error)}"
             return ObservationRejected(seq, message, usage=usage)
-        refuted = contradiction(observation, status.facts, goal_rule, check)
+        refuted = contradiction(observation, status.facts, goal_rule, check, actions)
         if refuted is not None:
             return ObservationRejected(seq, f"Contradicted by the facts: {refuted}", usage=usage)
         return ObservationAccepted(
