@@ -584,6 +584,21 @@ ROWS: list[tuple[str, Texts, set[str] | frozenset[str], set[str] | frozenset[str
         E,
         True,
     ),
+    (
+        "reason-so-not-before",
+        "You may resume Job load once Job extract has succeeded; it reads what extract "
+        "writes, so not before.",
+        {"resume Job load, if job extract succeeded"},
+        E,
+        True,
+    ),
+    (
+        "comma-so-not-before",
+        "You may restart Deployment api after Deployment db is available, so not before.",
+        {"restart Deployment api, if deployment db available"},
+        E,
+        False,
+    ),
     # A reason that may limit takes the grant back until a person gives it.
     (
         "not-before-with-limit",

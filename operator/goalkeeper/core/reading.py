@@ -751,7 +751,6 @@ class _Clause:
     # "but only after Job a has succeeded", "but only once": what narrows the grants before
     condition: GrantCondition | None = None
     times: int | None = None
-    restates: bool = False  # "; not before": the condition of the grants before, again
 
 
 def _count(c: _Cursor) -> int | None:
@@ -1311,16 +1310,9 @@ def _kept(c: _Cursor, namespace: str, quote: str, source: Words) -> list[TypedPr
 
 
 def _narrowing(c: _Cursor, namespace: str, grants: Sequence[TypedGrant]) -> _Clause | None:
-    """A clause that only says again or narrows the grants of the clause before it: "not
-    before" their condition; "only after Job a has succeeded"; "only once". None when the
-    clause is something else; _NoParse when it would narrow what it cannot."""
-    if c.take_any(_NOT_BEFORE) is not None:
-        c.take((".",))
-        if not c.done():
-            return None
-        if any(g.condition is None for g in grants):
-            raise _NoParse("'not before' follows a grant with no condition")
-        return _Clause(restates=True)
+    """A clause that only narrows the grants of the clause before it: "only after Job a
+    has succeeded"; "only once". None when the clause is something else; _NoParse when it
+    would narrow what it cannot."""
     if not c.take(("only",)):
         return None
     condition = _condition(c, namespace)
@@ -1344,6 +1336,12 @@ _HEADERS = frozenset(p for p in (*_PERMISSIONS, *_NEGATIONS) if p[-1] == ":")
 _PURPOSE = frozenset({("so", "that"), ("in", "order")})
 
 
+def _ends_not_before(words: Sequence[str]) -> bool:
+    """Whether `words` are "not before" (or its like) and at most a full stop."""
+    rest = tuple(w for w in words if w != ".")
+    return rest in _NOT_BEFORE
+
+
 # Clause boundaries inside a sentence: a semicolon, a colon after anything but a header
 # ("Allowed:"), and ", but" / "but" before a new clause.
 def _split_clauses(words: list[str]) -> list[list[str]]:
@@ -1353,6 +1351,12 @@ def _split_clauses(words: list[str]) -> list[list[str]]:
         said_again = w == "," and any(tuple(parts[-1][-len(p) :]) == p for p in _NOT_BEFORE)
         if tuple(words[i : i + 2]) in _PURPOSE and parts[-1]:
             # Why, after what: its own clause, which a person reads if it may bear on it.
+            parts.append([w])
+            continue
+        if w == "so" and parts[-1] and _ends_not_before(words[i + 1 :]):
+            # "…, so not before": a reason, then the condition said again.
+            if parts[-1][-1] == ",":
+                parts[-1].pop()
             parts.append([w])
             continue
         if said_again or w == ";" or (w == ":" and (*parts[-1], ":") not in _HEADERS):
@@ -1619,6 +1623,14 @@ def _read_sentence(
     antecedent = next(iter(named.values())) if len(named) == 1 else None
     for words in _split_clauses(tokens(sentence.text)):
         shown = [*heading, *words]
+        if not header and _ends_not_before(words[1:] if words[0] == "so" else words):
+            # "; not before", "…, so not before": the grants' condition said again.
+            if grants and all(g.condition is not None for g in grants):
+                continue
+            why = "'not before' follows a grant with no condition"
+            unread.append(_Unread(sentence.text, why, source, shown))
+            before = None
+            continue
         cursor = _Cursor(list(words), antecedent=antecedent)
         try:
             clause = _clause(cursor, namespace, sentence.text, source, header, before)
@@ -1626,8 +1638,6 @@ def _read_sentence(
             if not _goal(list(words), namespace):
                 unread.append(_Unread(sentence.text, str(unparsed), source, shown))
             before = None
-            continue
-        if clause.restates:
             continue
         if before is not None and (clause.condition is not None or clause.times is not None):
             narrowed = {
