@@ -349,3 +349,15 @@ def test_a_paid_stop_with_no_paid_act_to_take_stands() -> None:
     loop.send(ObservationAccepted(loop.seq, paid_stop(), facts=running))
     assert loop.status.stop is not None and loop.status.approval is None
     assert loop.status.stop.reason is StopReason.paidActionNotApproved
+
+
+def test_a_paid_stop_when_nothing_authorized_costs_money_is_for_want_of_a_grant() -> None:
+    # Seen from a small model on an observe-only task: it stopped for a paid act's approval.
+    loop = Loop(task=TASK, stopWhen="Stop when Job build has succeeded.")
+    loop.start()
+    assert not any(a.paid for a in loop.status.authorizedActions)
+    running = (BUILD_SUSPENDED[0].model_copy(update={"suspended": False, "active": 1}),)
+    loop.send(ObservationAccepted(loop.seq, paid_stop(), facts=running))
+    assert loop.status.stop is not None
+    assert loop.status.stop.reason is StopReason.outsideAuthority
+    assert loop.status.stop.message.startswith("No action the words authorize costs money")

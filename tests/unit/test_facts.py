@@ -377,14 +377,3 @@ def test_a_stop_outside_authority_is_refused_while_a_named_job_runs() -> None:
     for reason in ("materialBlocker", "userRequested"):
         stop = seen("stop", **given_up | {"stopReason": reason})
         assert contradiction(stop, [job(active=1)]) is None, reason
-
-
-def test_a_stop_for_a_paid_acts_approval_needs_a_paid_action_in_the_task() -> None:
-    stop = seen("stop", goal="incomplete", work="blocked", stopReason="paidActionNotApproved")
-    free = [AuthorizedAction(id="resume-build", description="resume Job build")]
-    refused = contradiction(stop, [], actions=free)
-    assert refused is not None and "no action it authorizes costs money" in refused
-    paid = [free[0].model_copy(update={"paid": True})]
-    assert contradiction(stop, [], actions=paid) is None
-    # Without the recorded actions (the operator's own second reading) nothing is refused.
-    assert contradiction(stop, []) is None

@@ -154,18 +154,7 @@ def contradiction(
 ) -> str | None:
     """The first claim of `observation` that `facts` contradict, as a sentence; else None.
     A claim of completion is held against `goal_rule`, the stop rule's predicates, at
-    `check`, the check answered; a stop for a paid act's approval against the recorded
-    `actions`, when given."""
-    paid = actions is not None and any(a.paid for a in actions)
-    if (
-        observation.stopReason is ObservedStopReason.paidActionNotApproved
-        and actions is not None
-        and not paid
-    ):
-        return (
-            "stop 'paidActionNotApproved' contradicts the task: no action it authorizes "
-            "costs money."
-        )
+    `check`, the check answered; an act against the recorded `actions`, when given."""
     goal = goal_objects(facts)
     jobs = [f for f in goal if f.kind is FactKind.Job]
     if observation.goal is GoalState.complete:

@@ -102,7 +102,7 @@ class Turn(Asking):
             self.route_act(moved, moved.action)
         elif (
             observation.route is Route.stop
-            and observation.stopReason is ObservedStopReason.outsideAuthority
+            and self.stop_reason(observation)[0] is StopReason.outsideAuthority
             and self.needs_confirmation()
         ):
             # The model saw no grant for what the goal needs, while words that may give one
@@ -113,10 +113,7 @@ class Turn(Asking):
             # would only reach the safety limit, so the person who wrote them is asked now.
             self.await_confirmation(observation, None, held=held)
         elif observation.route is Route.stop:
-            assert observation.stopReason is not None  # guaranteed by the model
-            self.report_and_stop(
-                observation, StopReason(observation.stopReason.value), observation.reason
-            )
+            self.report_and_stop(observation, *self.stop_reason(observation))
         elif health.stalled_again(st.health) and self.policy.approvals:
             self.await_stall_decision(observation)
         elif health.stalled_again(st.health):
@@ -162,6 +159,21 @@ class Turn(Asking):
         if len(found) != 1:
             return None  # none, or a choice that is the model's to make
         return self.routed(observation, found[0])
+
+    def stop_reason(self, observation: Observation) -> tuple[StopReason, str]:
+        """Why a model's stop ends the run, and the message: as it says, but where the
+        record decides: a stop for a paid act's approval while no recorded action costs
+        money is for want of a grant."""
+        assert observation.stopReason is not None  # guaranteed by the model
+        said = StopReason(observation.stopReason.value)
+        paid = any(a.paid for a in self.status.authorizedActions)
+        if said is StopReason.paidActionNotApproved and not paid:
+            return StopReason.outsideAuthority, clip(
+                "No action the words authorize costs money, so no approval is missing: the "
+                f"goal needs a change no grant gives. {observation.reason}",
+                LIST_ENTRY_MAX,
+            )
+        return said, observation.reason
 
     def paid_move(self, observation: Observation) -> Observation | None:
         """A stop for want of a paid act's approval routed to that act, when exactly one
