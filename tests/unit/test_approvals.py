@@ -308,6 +308,20 @@ def test_a_rate_is_no_estimate_and_the_paid_action_stops() -> None:
 BUILD_SUSPENDED = (
     ObjectFacts(kind=FactKind.Job, name="build", namedIn=[NamedIn.stopWhen], suspended=True),
 )
+BUILD_RUNNING = (BUILD_SUSPENDED[0].model_copy(update={"suspended": False, "active": 1}),)
+
+
+def stopped_for_a_paid_act(task: str, facts: tuple[ObjectFacts, ...]) -> Loop:
+    """A run of `task` whose first check the model answers with a stop for a paid act's
+    approval, over `facts`."""
+    loop = Loop(
+        options={"approval_window": WINDOW},
+        task=task,
+        stopWhen="Stop when Job build has succeeded.",
+    )
+    loop.start()
+    loop.send(ObservationAccepted(loop.seq, paid_stop(), facts=facts))
+    return loop
 
 
 def paid_stop() -> Observation:
@@ -325,13 +339,7 @@ def paid_stop() -> Observation:
 def test_a_stop_for_a_paid_acts_approval_is_the_cost_guards_to_decide() -> None:
     # The model stops short of the one paid act its stop rule needs: the engine routes the
     # check to that act, and the cost guard (not the model) asks for the approval.
-    loop = Loop(
-        options={"approval_window": WINDOW},
-        task=PRICED,
-        stopWhen="Stop when Job build has succeeded.",
-    )
-    loop.start()
-    loop.send(ObservationAccepted(loop.seq, paid_stop(), facts=BUILD_SUSPENDED))
+    loop = stopped_for_a_paid_act(PRICED, BUILD_SUSPENDED)
     request = loop.status.approval
     assert loop.status.stop is None and request is not None
     assert request.action is not None and request.action.authorizedActionId == "resume-build"
@@ -339,25 +347,15 @@ def test_a_stop_for_a_paid_acts_approval_is_the_cost_guards_to_decide() -> None:
 
 
 def test_a_paid_stop_with_no_paid_act_to_take_stands() -> None:
-    loop = Loop(
-        options={"approval_window": WINDOW},
-        task=PRICED,
-        stopWhen="Stop when Job build has succeeded.",
-    )
-    loop.start()
-    running = (BUILD_SUSPENDED[0].model_copy(update={"suspended": False, "active": 1}),)
-    loop.send(ObservationAccepted(loop.seq, paid_stop(), facts=running))
+    loop = stopped_for_a_paid_act(PRICED, BUILD_RUNNING)
     assert loop.status.stop is not None and loop.status.approval is None
     assert loop.status.stop.reason is StopReason.paidActionNotApproved
 
 
 def test_a_paid_stop_when_nothing_authorized_costs_money_is_for_want_of_a_grant() -> None:
     # Seen from a small model on an observe-only task: it stopped for a paid act's approval.
-    loop = Loop(task=TASK, stopWhen="Stop when Job build has succeeded.")
-    loop.start()
+    loop = stopped_for_a_paid_act(TASK, BUILD_RUNNING)
     assert not any(a.paid for a in loop.status.authorizedActions)
-    running = (BUILD_SUSPENDED[0].model_copy(update={"suspended": False, "active": 1}),)
-    loop.send(ObservationAccepted(loop.seq, paid_stop(), facts=running))
     assert loop.status.stop is not None
     assert loop.status.stop.reason is StopReason.outsideAuthority
     assert loop.status.stop.message.startswith("No action the words authorize costs money")

@@ -128,7 +128,7 @@ def _rollout_short(fact: ObjectFacts) -> bool:
 
 
 # An action that restarts a workload's pods ("rollout restart", "Restart Deployment web").
-_RESTARTS = re.compile(r"\brestart")
+_RESTART = re.compile(r"\brestart")
 
 # "Scale StatefulSet queue-broker to 3 replicas", "scale web: set replicas=3".
 _SCALE = re.compile(r"\bscal")
@@ -139,7 +139,7 @@ def scaled_to(action: str) -> int | None:
     """The one replica count a scale action names ("to 3", "replicas=3"); None for an
     action that is no scale, restarts too, or names none or several."""
     said = action.casefold()
-    if not _SCALE.search(said) or _RESTARTS.search(said):
+    if not _SCALE.search(said) or _RESTART.search(said):
         return None
     counts = {int(a or b) for a, b in _SCALED_TO.findall(said)}
     return counts.pop() if len(counts) == 1 else None

@@ -385,7 +385,6 @@ _FILLERS = _phrases("""
 # How a restart is done, said after it: the restart the act step does anyway.
 _RESTART_HOW = _phrases("""
     with a rollout-restart
-    with a rolling rollout-restart
     by a rollout-restart
     through a rollout-restart
     via a rollout-restart

@@ -26,6 +26,7 @@ from goalkeeper.core.models import (
     StepKind,
     StopInfo,
     StopReason,
+    TypedGrant,
     WorkState,
 )
 from goalkeeper.core.progress import clip, summary_line, update_tracks
@@ -143,22 +144,20 @@ class Turn(Asking):
         """The observation routed to the one typed grant whose act makes a false leaf of
         the stop rule true, when the model waited or stopped short (a blocker, or no
         authority it saw) while exactly one such grant applies; else None."""
-        short = observation.stopReason in (
-            ObservedStopReason.materialBlocker,
-            ObservedStopReason.outsideAuthority,
-        )
-        if observation.route is not Route.wait and not short:
+        if not _waits_or_stops_short(observation) or self.status.authority is None:
             return None
-        st = self.status
-        record = st.authority
-        if record is None:
-            return None
-        found = moves.applicable_moves(
-            record.goal, record.typedGrants, self.facts, checks=st.checks
-        )
+        found = self.moves_over(self.status.authority.typedGrants)
         if len(found) != 1:
             return None  # none, or a choice that is the model's to make
         return self.routed(observation, found[0])
+
+    def moves_over(self, grants: Sequence[TypedGrant], *, paid: bool = False) -> list[moves.Move]:
+        """The moves `grants` make toward the recorded stop rule on this check's facts."""
+        record = self.status.authority
+        assert record is not None  # every caller checked it
+        return moves.applicable_moves(
+            record.goal, grants, self.facts, checks=self.status.checks, paid=paid
+        )
 
     def stop_reason(self, observation: Observation) -> tuple[StopReason, str]:
         """Why a model's stop ends the run, and the message: as it says, but where the
@@ -180,13 +179,10 @@ class Turn(Asking):
         paid grant's act makes a false leaf true: whether it is over its ceiling or needs
         approval is the cost guards' to say, not the model's."""
         record = self.status.authority
-        if observation.stopReason is not ObservedStopReason.paidActionNotApproved:
+        paid_stop = observation.stopReason is ObservedStopReason.paidActionNotApproved
+        if not paid_stop or record is None:
             return None
-        if record is None:
-            return None
-        found = moves.applicable_moves(
-            record.goal, record.typedGrants, self.facts, checks=self.status.checks, paid=True
-        )
+        found = self.moves_over(record.typedGrants, paid=True)
         return self.routed(observation, found[0]) if len(found) == 1 else None
 
     def routed(self, observation: Observation, move: moves.Move) -> Observation | None:
@@ -216,18 +212,12 @@ class Turn(Asking):
     def held_back_move(self, observation: Observation) -> moves.Move | None:
         """The move a held-back grant would make, when the model waited or stopped short
         while the reading waits for a person; else None."""
-        short = observation.stopReason in (
-            ObservedStopReason.materialBlocker,
-            ObservedStopReason.outsideAuthority,
-        )
         record = self.status.authority
-        if (observation.route is not Route.wait and not short) or record is None:
+        if not _waits_or_stops_short(observation) or record is None:
             return None
         if not record.heldBack or not self.needs_confirmation():
             return None
-        found = moves.applicable_moves(
-            record.goal, record.heldBack, self.facts, checks=self.status.checks
-        )
+        found = self.moves_over(record.heldBack)
         return found[0] if found else None
 
     def record_authority(self, observation: Observation) -> tuple[StopReason, str] | None:
@@ -533,3 +523,13 @@ class Turn(Asking):
 def _hours(span: timedelta) -> str:
     hours = span.total_seconds() / 3600
     return f"{hours:.1f} h" if hours >= 1 else f"{span.total_seconds() / 60:.0f} min"
+
+
+def _waits_or_stops_short(observation: Observation) -> bool:
+    """Whether the model waited, or stopped short of the goal (a blocker, or no authority
+    it saw): the answers a move of the person's grants may overrule."""
+    short = observation.stopReason in (
+        ObservedStopReason.materialBlocker,
+        ObservedStopReason.outsideAuthority,
+    )
+    return observation.route is Route.wait or short
