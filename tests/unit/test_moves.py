@@ -9,7 +9,7 @@ import pytest
 from goalkeeper.core import reading
 from goalkeeper.core.goals import read_stop_rule
 from goalkeeper.core.models import FactKind, JobEnd, NamedIn, ObjectFacts, Words
-from goalkeeper.core.moves import applicable_moves
+from goalkeeper.core.moves import applicable_moves, coming_moves
 
 NS = "shop"
 
@@ -29,6 +29,11 @@ RUNNING = job("build", active=1)
 FAILED = job("build", failed=1, ended=JobEnd.Failed)
 MIGRATED = job("migrate", succeeded=1, ended=JobEnd.Complete)
 MIGRATING = job("migrate", active=1)
+MIGRATE_SUSPENDED = job("migrate", suspended=True)
+MIGRATE_FAILED = job("migrate", failed=1, ended=JobEnd.Failed)
+MIGRATE_CRASHING = job(
+    "migrate", active=1, pods={"count": 1, "restarts": 4, "waiting": "CrashLoopBackOff"}
+)
 OLD_WEB = fact(FactKind.Deployment, "old-web", replicas=2, availableReplicas=2)
 OLD_WEB_DOWN = fact(FactKind.Deployment, "old-web", replicas=0, availableReplicas=0)
 WEB_ONE = fact(FactKind.Deployment, "web", replicas=1, availableReplicas=1)
@@ -166,3 +171,61 @@ def test_a_paid_grant_is_never_the_engines_own_act() -> None:
     ]
     rule = read_stop_rule("Stop when Job build has succeeded.", NS)
     assert applicable_moves(rule, grants, [SUSPENDED], checks=1) == []
+
+
+SCALE_AFTER = "You may scale Deployment old-web to 0 once Job migrate has succeeded."
+BOTH = "Stop when Job migrate has succeeded and Deployment old-web has 0 replicas."
+WEB_ROLLING = fact(FactKind.Deployment, "web", replicas=3, availableReplicas=1)
+WEB_STILL = fact(FactKind.Deployment, "web", replicas=0, availableReplicas=0)
+
+# (id, task, stop rule, facts, the grant ids whose move waits only for its condition)
+COMING: list[tuple[str, str, str, list[ObjectFacts], list[str]]] = [
+    ("job-runs", SCALE_AFTER, BOTH, [MIGRATING, OLD_WEB], ["scale-old-web"]),
+    ("job-suspended-moves-only-by-an-act", SCALE_AFTER, BOTH, [MIGRATE_SUSPENDED, OLD_WEB], []),
+    ("job-failed-never-succeeds", SCALE_AFTER, BOTH, [MIGRATE_FAILED, OLD_WEB], []),
+    ("job-crash-loops", SCALE_AFTER, BOTH, [MIGRATE_CRASHING, OLD_WEB], []),
+    ("condition-holds-is-a-move-now", SCALE_AFTER, BOTH, [MIGRATED, OLD_WEB], []),
+    ("condition-unread", SCALE_AFTER, BOTH, [OLD_WEB], []),
+    ("leaf-already-true", SCALE_AFTER, BOTH, [MIGRATING, OLD_WEB_DOWN], []),
+    (
+        "unconditional-grant-is-no-wait",
+        "You may scale Deployment old-web to 0.",
+        BOTH,
+        [MIGRATING, OLD_WEB],
+        [],
+    ),
+    (
+        "workload-rolls-out",
+        "You may resume Job build once Deployment web is available.",
+        "Stop when Job build has succeeded.",
+        [WEB_ROLLING, SUSPENDED],
+        ["resume-build"],
+    ),
+    (
+        "workload-wants-no-replicas",
+        "You may resume Job build once Deployment web is available.",
+        "Stop when Job build has succeeded.",
+        [WEB_STILL, SUSPENDED],
+        [],
+    ),
+    (
+        "precondition-unmet",
+        "You may resume Job build once Job migrate has succeeded.",
+        "Stop when Job build has succeeded.",
+        [MIGRATING, RUNNING],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("task", "stop_when", "facts", "expected"),
+    [pytest.param(*row[1:], id=row[0]) for row in COMING],
+)
+def test_coming_moves(
+    task: str, stop_when: str, facts: list[ObjectFacts], expected: list[str]
+) -> None:
+    grants = reading.read([(Words.task, task)]).grants
+    rule = read_stop_rule(stop_when, NS, task)
+    assert [m.grant.id for m in coming_moves(rule, grants, facts, checks=1)] == expected
+    assert applicable_moves(rule, grants, facts, checks=1) == [] or expected == []

@@ -136,6 +136,75 @@ def test_a_conditional_grant_acts_only_once_its_condition_holds_in_the_facts() -
     assert step.input.grant is not None and step.input.grant.id == "resume-build"
 
 
+STOP_SHORT = observation(
+    "stop",
+    goal="incomplete",
+    work="blocked",
+    stopReason="outsideAuthority",
+    contract=None,
+    authorizedActions=None,
+)
+
+
+def conditional_loop() -> Loop:
+    grant = {**extraction()["authorizedActions"][0], "quote": CONDITIONAL.split(". ")[1] + "."}
+    loop = Loop(
+        task=CONDITIONAL,
+        stopWhen="Stop when Job build has succeeded.",
+        extraction=extraction(authorizedActions=[grant]),
+    )
+    loop.start()
+    return loop
+
+
+def extract_running() -> tuple[ObjectFacts, ...]:
+    return (
+        ObjectFacts(
+            kind=FactKind.Job, name="extract", namedIn=[NamedIn.task], suspended=False, active=1
+        ),
+    )
+
+
+def test_a_stop_short_while_a_grant_waits_for_a_running_job_is_a_wait_on_that_job() -> None:
+    loop = conditional_loop()
+    effects = loop.send(ObservationAccepted(loop.seq, STOP_SHORT, facts=extract_running() + BUILD))
+    assert loop.status.stop is None and launched(effects) == []
+    schedule = loop.status.schedule
+    assert schedule is not None and [w.ref for w in schedule.watch] == ["Job/extract"]
+    assert loop.status.lastObservation is not None
+    assert "grant resume-build makes it hold once job extract succeeded" in (
+        loop.status.lastObservation.reason
+    )
+    # Job extract succeeded: the same stop short is overruled by the grant's act.
+    loop.later(60)
+    loop.send(TimerDue())
+    done = extract_facts(JobEnd.Complete) + BUILD
+    effects = loop.send(ObservationAccepted(loop.seq, STOP_SHORT, facts=done))
+    assert launched(effects) == [StepKind.act]
+
+
+@pytest.mark.parametrize(
+    "extract",
+    [
+        pytest.param(extract_facts(JobEnd.Failed), id="failed"),
+        pytest.param(
+            (
+                ObjectFacts(
+                    kind=FactKind.Job, name="extract", namedIn=[NamedIn.task], suspended=True
+                ),
+            ),
+            id="suspended",
+        ),
+    ],
+)
+def test_a_stop_short_stands_when_the_condition_cannot_come_without_an_act(
+    extract: tuple[ObjectFacts, ...],
+) -> None:
+    loop = conditional_loop()
+    loop.send(ObservationAccepted(loop.seq, STOP_SHORT, facts=extract + BUILD))
+    assert loop.status.stop is not None and loop.status.stop.reason is StopReason.outsideAuthority
+
+
 def test_an_act_the_reading_missed_goes_to_the_person_who_may_grant_it() -> None:
     # "it" is no object: the grant is not read, and the reading waits for a person.
     task = "Deployment web is stuck. You may restart it."

@@ -404,6 +404,23 @@ def condition_holds(condition: GrantCondition, facts: Sequence[ObjectFacts]) -> 
     return None
 
 
+def condition_coming(condition: GrantCondition, facts: Sequence[ObjectFacts]) -> bool:
+    """Whether a grant's condition, not yet holding, may come to hold with no act of ours:
+    its Job runs (neither suspended nor ended), or its workload rolls out (replicas wanted,
+    fewer available, no pod crash-looping). A suspended object only a person's act moves."""
+    fact = fact_of(condition.object, facts)
+    if fact is None or condition_holds(condition, facts) is not False:
+        return False
+    if fact.pods is not None and fact.pods.crash_looping:
+        return False
+    match condition.state:
+        case ConditionState.succeeded | ConditionState.failed:
+            return fact.suspended is False and fact.ended is None
+        case ConditionState.available:
+            return bool(fact.replicas)
+    return False
+
+
 def fact_of(ref: ObjectRef, facts: Sequence[ObjectFacts]) -> ObjectFacts | None:
     """The facts code read of the object `ref` names (facts are of the Monitor's namespace)."""
     if ref.namespace:

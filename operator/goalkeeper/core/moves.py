@@ -63,6 +63,42 @@ def applicable_moves(
     """Each grant the act step does by code alone, unpaid (with `paid`: paid only), whose
     condition holds and whose act would change something the facts show, paired with a
     false leaf of a done group that its act makes true; at most one move per grant."""
+    return [
+        move
+        for move in _false_leaf_moves(rule, grants, facts, checks=checks)
+        if move.grant.paid is paid
+        and (move.grant.condition is None or authority.condition_holds(move.grant.condition, facts))
+    ]
+
+
+def coming_moves(
+    rule: GoalRule | None,
+    grants: Sequence[TypedGrant],
+    facts: Sequence[ObjectFacts],
+    *,
+    checks: int,
+) -> list[Move]:
+    """Each grant, paid or not, that would move a false leaf but for its condition, which
+    does not hold yet and is on its way with no act (the Job it waits for runs): the moves a
+    wait leads to."""
+    return [
+        move
+        for move in _false_leaf_moves(rule, grants, facts, checks=checks)
+        if move.grant.condition is not None
+        and authority.condition_coming(move.grant.condition, facts)
+    ]
+
+
+def _false_leaf_moves(
+    rule: GoalRule | None,
+    grants: Sequence[TypedGrant],
+    facts: Sequence[ObjectFacts],
+    *,
+    checks: int,
+) -> list[Move]:
+    """Each grant done by code alone whose act would change something the facts show,
+    paired with the first false typed leaf of a done group its act makes true; whatever
+    its condition and cost."""
     if rule is None or not rule.done:
         return []
     found = evaluate(rule, facts, checks=checks, unchanged=0, judged={})
@@ -74,9 +110,7 @@ def applicable_moves(
     ]
     moves = []
     for grant in grants:
-        if grant.paid is not paid or not authority.by_code(grant) or grant.object is None:
-            continue
-        if grant.condition is not None and not authority.condition_holds(grant.condition, facts):
+        if not authority.by_code(grant) or grant.object is None:
             continue
         if authority.precondition_unmet(grant, facts) is not None:
             continue

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from goalkeeper.core.models import WatchTarget
+from goalkeeper.core.models import ObjectRef, WatchTarget
 from goalkeeper.core.progress import clip
 
 # The kinds a wake may watch, with their API resource: workloads whose status says how
@@ -44,6 +44,15 @@ _COUNTS = (
 
 # A deleted object's state.
 GONE: tuple[Any, ...] = ("deleted",)
+
+
+def watch_of(ref: ObjectRef) -> list[WatchTarget]:
+    """The watch entry for an object of the Monitor's namespace whose change can wake it;
+    none for another namespace or a kind no wake watches."""
+    if ref.namespace:
+        return []
+    api = next((api for api, kind in WAKE_KINDS if kind == ref.kind), None)
+    return [] if api is None else [WatchTarget(apiVersion=api, kind=ref.kind, name=ref.name)]
 
 
 def wakeable(targets: Iterable[WatchTarget]) -> tuple[list[WatchTarget], list[WatchTarget]]:

@@ -89,6 +89,11 @@ class Turn(Asking):
             unchanged=st.checks - since + 1 if since else 0,
             minutes=int((self.now - recorded).total_seconds() // 60) if recorded else None,
         )
+        if widening is None and given_up is None:
+            coming = self.waits_for_condition(observation)
+            if coming is not None:
+                observation = coming
+                st.lastObservation, st.work = coming, coming.work
         if widening is not None:
             self.report_and_stop(observation, *widening)
         elif given_up is not None and observation.stopReason is not ObservedStopReason.goalComplete:
@@ -203,6 +208,45 @@ class Turn(Asking):
                     "action": action.model_dump(mode="json", exclude_none=True),
                     "stopReason": None,
                     "watch": [],
+                    "reason": clip(said, LIST_ENTRY_MAX),
+                }
+            )
+        except ValidationError:
+            return None
+
+    def waits_for_condition(self, observation: Observation) -> Observation | None:
+        """The model's stop short as a wait, when a grant whose act makes a false leaf true
+        waits only for its condition, and that condition is on its way with no act (the Job
+        it names runs): the run is not over while the person's own path to the goal stands.
+        Else None."""
+        record = self.status.authority
+        if observation.route is not Route.stop or not _waits_or_stops_short(observation):
+            return None
+        if record is None:
+            return None
+        found = moves.coming_moves(
+            record.goal, record.typedGrants, self.facts, checks=self.status.checks
+        )
+        if not found:
+            return None
+        move = found[0]
+        assert move.grant.condition is not None  # coming_moves pairs only conditional grants
+        said = (
+            f'"{move.leaf.quote}" does not hold ({move.value.reason}); grant {move.grant.id} '
+            f"makes it hold once {move.grant.condition} holds, which is on its way, so the "
+            "check waits."
+        )
+        try:
+            return Observation.model_validate(
+                {
+                    **observation.model_dump(mode="json", exclude_none=True),
+                    "route": Route.wait.value,
+                    "work": WorkState.running.value,
+                    "stopReason": None,
+                    "watch": [
+                        w.model_dump(mode="json")
+                        for w in wakes.watch_of(move.grant.condition.object)
+                    ],
                     "reason": clip(said, LIST_ENTRY_MAX),
                 }
             )
