@@ -1194,6 +1194,58 @@ ROWS: list[tuple[str, Texts, set[str] | frozenset[str], set[str] | frozenset[str
         None,
         True,
     ),
+    # A limiting clause that names no object takes back the grants of the verbs its modals
+    # govern, when the vocabulary has each; any other verb, or none, takes back every grant.
+    (
+        "no-start-keeps-a-suspend",
+        "The bucket moves tonight, so no export may start until the move is done. You may "
+        "suspend CronJob nightly-export.",
+        {"suspend CronJob nightly-export"},
+        E,
+        True,
+    ),
+    (
+        "no-start-takes-back-a-resume",
+        "No export may start until noon. You may resume Job etl.",
+        E,
+        None,
+        True,
+    ),
+    (
+        "nothing-scaled-keeps-a-suspend",
+        "You may suspend CronJob report. Nothing may be scaled before noon.",
+        {"suspend CronJob report"},
+        E,
+        True,
+    ),
+    (
+        "nothing-scaled-takes-back-a-scale",
+        "You may scale Deployment web to 3. Nothing may be scaled before noon.",
+        E,
+        None,
+        True,
+    ),
+    (
+        "starting-as-a-state-takes-back-all",
+        "You may suspend CronJob report. Not while anything is starting.",
+        E,
+        None,
+        True,
+    ),
+    (
+        "unknown-verb-takes-back-all",
+        "You may suspend CronJob report. No export may be moved before noon.",
+        E,
+        None,
+        True,
+    ),
+    (
+        "do-not-start",
+        "You may resume Job etl. Do not start Job etl-backfill.",
+        {"resume Job etl"},
+        {"no repair or rerun or restart or resume or scale of Job etl-backfill"},
+        False,
+    ),
     (
         "statement-pronoun-not-safe",
         "You may restart Deployment web. It is not safe during peak hours.",

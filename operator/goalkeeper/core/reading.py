@@ -108,6 +108,11 @@ _ANY_CHANGE = _set("""
     interfere interfering""")
 _DELETE = _set("delete deleting remove removing")
 _CREATE = _set("create creating recreate recreating")
+_START = _set("start starting")
+# What forbidding a start forbids of the vocabulary: every verb that starts work or pods.
+_STARTING = frozenset(
+    {GrantVerb.resume, GrantVerb.rerun, GrantVerb.restart, GrantVerb.scale, GrantVerb.repair}
+)
 # What forbidding a creation forbids of the vocabulary: a re-run creates the Job again.
 _CREATING = frozenset({GrantVerb.rerun})
 # What forbidding a deletion forbids of the vocabulary: every verb that deletes something.
@@ -1045,6 +1050,9 @@ def _one_prohibited_verb(c: _Cursor) -> tuple[GrantVerb | None, frozenset[GrantV
     if word in _CREATE:
         c.at += 1
         return None, _CREATING
+    if word in _START:
+        c.at += 1
+        return None, _STARTING
     if c.take(("mess", "with")) or c.take(("messing", "with")):
         return None, frozenset(GrantVerb)
     return None
@@ -1692,7 +1700,7 @@ def read(texts: Iterable[tuple[Words, str]]) -> Reading:
             prohibitions += found[1]
             unread += found[2]
     unclear: list[UnclearWords] = []
-    limiting: list[tuple[_Unread, UnclearWords, set[tuple[str, str]]]] = []
+    limiting: list[tuple[_Unread, UnclearWords, set[tuple[str, str]], frozenset[GrantVerb]]] = []
     for clause in unread:
         words = clause.words
         named = {(o.kind, o.name) for o in _mentions(words, namespace)}
@@ -1714,7 +1722,7 @@ def read(texts: Iterable[tuple[Words, str]]) -> Reading:
         if all(u.sentence != entry.sentence for u in unclear):
             unclear.append(entry)
         if _may_limit(words):
-            limiting.append((clause, entry, named))
+            limiting.append((clause, entry, named, _limited_verbs(words)))
     kept: list[TypedGrant] = []
     dropped: list[tuple[TypedGrant, TypedProhibition]] = []
     refused: list[tuple[TypedGrant, UnclearWords]] = []
@@ -1724,8 +1732,10 @@ def read(texts: Iterable[tuple[Words, str]]) -> Reading:
         taking_back = next(
             (
                 entry
-                for clause, entry, named in limiting
-                if not named or ref in named or any(g is grant for g in clause.grants)
+                for clause, entry, named, verbs in limiting
+                if (not named and grant.verb in verbs)
+                or ref in named
+                or any(g is grant for g in clause.grants)
             ),
             None,
         )
@@ -1768,6 +1778,48 @@ def _may_limit(words: Sequence[str]) -> bool:
     first = next((w for w in words if w not in ("and", "so", ",", "(")), "")
     addressed = first in _RESTRICTING or first in _ADDRESSING or _changes(first)
     return addressed or any(w in _PERMITTING or w in _ADDRESSED or _changes(w) for w in words)
+
+
+# Words between a modal and the verb it governs: "may not be", "must never".
+_MODALS = _set("may can must should shall will could would do does did")
+_BEFORE_VERB = _set("not never be ever also yet")
+
+
+def _limited_verbs(words: Sequence[str]) -> frozenset[GrantVerb]:
+    """The verbs a limiting clause that names no object may take back: those of the verbs
+    its modals govern ("no export may start", "nothing may be scaled") when each is one of
+    the vocabulary's; every verb when one is any change or a word the vocabulary lacks, or
+    when no modal governs a verb ("not before the review is done")."""
+    verbs: set[GrantVerb] = set()
+    for at, word in enumerate(words):
+        if word not in _MODALS:
+            continue
+        rest = list(words[at + 1 :])
+        while rest and rest[0] in _BEFORE_VERB:
+            rest.pop(0)
+        named = _verbs_named(rest[0]) if rest else None
+        if named is None:
+            return frozenset(GrantVerb)
+        verbs |= named
+    return frozenset(verbs) or frozenset(GrantVerb)
+
+
+def _verbs_named(word: str) -> frozenset[GrantVerb] | None:
+    """The vocabulary's verbs a verb in any of its forms names (scaled, starting); every
+    one for any change; None for a word the vocabulary lacks."""
+    stems = (word, word[:-1], word[:-2], word[:-3]) if len(word) > 4 else (word,)
+    for stem in stems:
+        if stem in _VERB_WORDS:
+            return frozenset({_VERB_WORDS[stem]})
+        if stem in _ANY_CHANGE:
+            return frozenset(GrantVerb)
+        if stem in _DELETE:
+            return _DELETING
+        if stem in _CREATE:
+            return _CREATING
+        if stem in _START:
+            return _STARTING
+    return None
 
 
 def _with_ids(grants: list[TypedGrant]) -> list[TypedGrant]:
