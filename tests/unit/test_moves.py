@@ -39,6 +39,13 @@ OLD_WEB_DOWN = fact(FactKind.Deployment, "old-web", replicas=0, availableReplica
 WEB_ONE = fact(FactKind.Deployment, "web", replicas=1, availableReplicas=1)
 FLAGS = fact(FactKind.ConfigMap, "flags", data={"mode": "shadow"})
 
+CHAIN = "You may resume Job extract. You may resume Job load once Job extract has succeeded."
+EXTRACT_HELD = job("extract", suspended=True)
+EXTRACT_RUNS = job("extract", active=1)
+EXTRACT_DONE = job("extract", succeeded=1, ended=JobEnd.Complete)
+EXTRACT_FAILED = job("extract", failed=1, ended=JobEnd.Failed)
+LOAD_HELD = job("load", suspended=True)
+
 # (id, task, stop rule, facts, the grant ids of the moves, in order)
 ROWS: list[tuple[str, str, str, list[ObjectFacts], list[str]]] = [
     (
@@ -139,6 +146,42 @@ ROWS: list[tuple[str, str, str, list[ObjectFacts], list[str]]] = [
         [SUSPENDED],
         [],
     ),
+    # A grant whose act brings about the condition of a grant that moves a false leaf.
+    (
+        "chain-first-link",
+        CHAIN,
+        "Stop when Job load has succeeded.",
+        [EXTRACT_HELD, LOAD_HELD],
+        ["resume-extract"],
+    ),
+    (
+        "chain-first-link-runs",
+        CHAIN,
+        "Stop when Job load has succeeded.",
+        [EXTRACT_RUNS, LOAD_HELD],
+        [],
+    ),
+    (
+        "chain-second-link",
+        CHAIN,
+        "Stop when Job load has succeeded.",
+        [EXTRACT_DONE, LOAD_HELD],
+        ["resume-load"],
+    ),
+    (
+        "chain-first-link-failed",
+        CHAIN,
+        "Stop when Job load has succeeded.",
+        [EXTRACT_FAILED, LOAD_HELD],
+        [],
+    ),
+    (
+        "chain-without-its-first-link",
+        "You may resume Job load once Job extract has succeeded.",
+        "Stop when Job load has succeeded.",
+        [EXTRACT_HELD, LOAD_HELD],
+        [],
+    ),
     (
         "two-grants-two-moves",
         "You may resume Job build. You may scale Deployment old-web to 0.",
@@ -181,6 +224,13 @@ WEB_STILL = fact(FactKind.Deployment, "web", replicas=0, availableReplicas=0)
 # (id, task, stop rule, facts, the grant ids whose move waits only for its condition)
 COMING: list[tuple[str, str, str, list[ObjectFacts], list[str]]] = [
     ("job-runs", SCALE_AFTER, BOTH, [MIGRATING, OLD_WEB], ["scale-old-web"]),
+    (
+        "chain-first-link-runs",
+        CHAIN,
+        "Stop when Job load has succeeded.",
+        [EXTRACT_RUNS, LOAD_HELD],
+        ["resume-load"],
+    ),
     ("job-suspended-moves-only-by-an-act", SCALE_AFTER, BOTH, [MIGRATE_SUSPENDED, OLD_WEB], []),
     ("job-failed-never-succeeds", SCALE_AFTER, BOTH, [MIGRATE_FAILED, OLD_WEB], []),
     ("job-crash-loops", SCALE_AFTER, BOTH, [MIGRATE_CRASHING, OLD_WEB], []),

@@ -205,6 +205,27 @@ def test_a_stop_short_stands_when_the_condition_cannot_come_without_an_act(
     assert loop.status.stop is not None and loop.status.stop.reason is StopReason.outsideAuthority
 
 
+def test_a_chain_of_grants_runs_in_order_each_link_once_its_condition_holds() -> None:
+    first, second = "You may resume Job extract.", CONDITIONAL.split(". ")[1] + "."
+    grants = [
+        {"id": "resume-extract", "description": "Resume Job extract.", "quote": first},
+        {**extraction()["authorizedActions"][0], "quote": second},
+    ]
+    loop = Loop(
+        task=f"{first} {second}",
+        stopWhen="Stop when Job build has succeeded.",
+        extraction=extraction(authorizedActions=grants),
+    )
+    loop.start()
+    wait = observation("wait", contract=None, authorizedActions=None)
+    held = (ObjectFacts(kind=FactKind.Job, name="extract", namedIn=[NamedIn.task], suspended=True),)
+    # Job build waits for Job extract, which only the first grant moves: the check does it.
+    effects = loop.send(ObservationAccepted(loop.seq, wait, facts=held + BUILD))
+    [step] = [e for e in effects if isinstance(e, LaunchStep)]
+    assert step.kind is StepKind.act and step.input.grant is not None
+    assert step.input.grant.id == "resume-extract"
+
+
 def test_an_act_the_reading_missed_goes_to_the_person_who_may_grant_it() -> None:
     # "it" is no object: the grant is not read, and the reading waits for a person.
     task = "Deployment web is stuck. You may restart it."

@@ -16,6 +16,7 @@ from goalkeeper.core.goals import LeafValue, evaluate
 from goalkeeper.core.models import (
     ActionKind,
     ActionRequest,
+    ConditionState,
     GoalLeaf,
     GoalRule,
     GrantVerb,
@@ -97,27 +98,67 @@ def _false_leaf_moves(
     checks: int,
 ) -> list[Move]:
     """Each grant done by code alone whose act would change something the facts show,
-    paired with the first false typed leaf of a done group its act makes true; whatever
-    its condition and cost."""
+    paired with the first false typed leaf of a done group its act makes true, else with the
+    condition of another grant that would (resume Job a, so that the grant on Job b once Job
+    a has succeeded may apply); whatever its own condition and cost."""
     if rule is None or not rule.done:
         return []
     found = evaluate(rule, facts, checks=checks, unchanged=0, judged={})
     false = [
-        leaf
+        (leaf, found.leaves[leaf.id])
         for group in rule.done
         for leaf in group
         if found.leaves[leaf.id].value is False and leaf.kind is not LeafKind.judged
     ]
+    usable = [g for g in grants if authority.by_code(g) and g.object is not None]
+    usable = [g for g in usable if authority.precondition_unmet(g, facts) is None]
+    movers = [g for g in usable if any(_moves(g, leaf, rule.namespace) for leaf, _ in false)]
+    conditions = [_condition_target(g, rule, facts) for g in movers]
+    targets = false + [t for t in conditions if t is not None]
     moves = []
-    for grant in grants:
-        if not authority.by_code(grant) or grant.object is None:
-            continue
-        if authority.precondition_unmet(grant, facts) is not None:
-            continue
-        leaf = next((leaf for leaf in false if _moves(grant, leaf, rule.namespace)), None)
-        if leaf is not None:
-            moves.append(Move(grant, leaf, found.leaves[leaf.id]))
+    for grant in usable:
+        target = next((t for t in targets if _moves(grant, t[0], rule.namespace)), None)
+        if target is not None:
+            moves.append(Move(grant, *target))
     return moves
+
+
+# The leaf a grant's condition is, for the states a grant's act can bring about.
+_CONDITION_LEAVES: dict[tuple[ConditionState, str], LeafKind] = {
+    (ConditionState.succeeded, "Job"): LeafKind.jobSucceeded,
+    (ConditionState.suspended, "Job"): LeafKind.jobSuspended,
+    (ConditionState.suspended, "CronJob"): LeafKind.cronjobSuspended,
+    **{
+        (ConditionState.available, kind): LeafKind.workloadAvailable
+        for kind in ("Deployment", "StatefulSet", "DaemonSet")
+    },
+}
+
+
+def _condition_target(
+    grant: TypedGrant, rule: GoalRule, facts: Sequence[ObjectFacts]
+) -> tuple[GoalLeaf, LeafValue] | None:
+    """A grant's condition as a leaf with its value, when it holds not and nothing brings
+    it about by itself: the state another grant's act may bring about; else None."""
+    condition = grant.condition
+    if condition is None or authority.condition_holds(condition, facts) is not False:
+        return None
+    if authority.condition_coming(condition, facts):
+        return None
+    kind = _CONDITION_LEAVES.get((condition.state, condition.object.kind))
+    if kind is None:
+        return None
+    leaf = GoalLeaf(
+        id=f"{grant.id}-condition",
+        kind=kind,
+        object=condition.object.model_copy(
+            update={"namespace": condition.object.namespace or rule.namespace}
+        ),
+        quote=f"{condition} (the condition of grant {grant.id})",
+    )
+    alone = GoalRule(namespace=rule.namespace, done=[[leaf]])
+    value = evaluate(alone, facts, checks=0, unchanged=0, judged={}).leaves[leaf.id]
+    return (leaf, value) if value.value is False else None
 
 
 def _moves(grant: TypedGrant, leaf: GoalLeaf, namespace: str) -> bool:
