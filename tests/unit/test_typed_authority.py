@@ -226,6 +226,33 @@ def test_a_chain_of_grants_runs_in_order_each_link_once_its_condition_holds() ->
     assert step.input.grant.id == "resume-extract"
 
 
+def test_of_several_grants_that_move_the_goal_a_wait_acts_on_the_first_then_the_next() -> None:
+    first, second = "You may resume Job build.", "You may scale Deployment old-web to 0."
+    grants = [
+        {**extraction()["authorizedActions"][0], "quote": first},
+        {"id": "scale-old-web", "description": "Scale old-web to 0.", "quote": second},
+    ]
+    loop = Loop(
+        task=f"{first} {second}",
+        stopWhen="Stop when Job build has succeeded and Deployment old-web has 0 replicas.",
+        extraction=extraction(authorizedActions=grants),
+    )
+    loop.start()
+    wait = observation("wait", contract=None, authorizedActions=None)
+    old_web = ObjectFacts(
+        kind=FactKind.Deployment, name="old-web", namedIn=[NamedIn.stopWhen], replicas=2
+    )
+    effects = loop.send(ObservationAccepted(loop.seq, wait, facts=(*BUILD, old_web)))
+    [step] = [e for e in effects if isinstance(e, LaunchStep)]
+    assert step.kind is StepKind.act and step.input.grant is not None
+    assert step.input.grant.id == "resume-build"
+    loop.finish()
+    running = build_facts(suspended=False, active=1)
+    effects = loop.send(ObservationAccepted(loop.seq, wait, facts=(*running, old_web)))
+    [step] = [e for e in effects if isinstance(e, LaunchStep)]
+    assert step.input.grant is not None and step.input.grant.id == "scale-old-web"
+
+
 def test_an_act_the_reading_missed_goes_to_the_person_who_may_grant_it() -> None:
     # "it" is no object: the grant is not read, and the reading waits for a person.
     task = "Deployment web is stuck. You may restart it."

@@ -1,9 +1,9 @@
 """The act the person's own grant makes when the facts ask for it: the one typed grant whose
 condition and preconditions hold and whose effect makes a false leaf of the stop rule true.
 
-A model that waits, or stops short, while exactly such a grant stands is not asked again
-in words: the engine routes the check to that act itself. With several such grants the
-choice is the model's (it names one); with none, its route stands.
+A model that waits, or stops short, while such a grant stands is not asked again in words:
+the engine routes the check to that act itself, the first such grant in the person's order
+when several stand (a model that acts names its own); with none, its route stands.
 """
 
 from __future__ import annotations

@@ -146,15 +146,14 @@ class Turn(Asking):
             self.route_act(observation, observation.action)
 
     def own_move(self, observation: Observation) -> Observation | None:
-        """The observation routed to the one typed grant whose act makes a false leaf of
-        the stop rule true, when the model waited or stopped short (a blocker, or no
-        authority it saw) while exactly one such grant applies; else None."""
+        """The observation routed to a typed grant whose act makes a false leaf of the stop
+        rule true, when the model waited or stopped short (a blocker, or no authority it
+        saw): the first such grant in the order the person wrote them, since each moves the
+        goal and the next check finds the rest; else None."""
         if not _waits_or_stops_short(observation) or self.status.authority is None:
             return None
         found = self.moves_over(self.status.authority.typedGrants)
-        if len(found) != 1:
-            return None  # none, or a choice that is the model's to make
-        return self.routed(observation, found[0])
+        return self.routed(observation, found[0]) if found else None
 
     def moves_over(self, grants: Sequence[TypedGrant], *, paid: bool = False) -> list[moves.Move]:
         """The moves `grants` make toward the recorded stop rule on this check's facts."""
