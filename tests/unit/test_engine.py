@@ -1426,9 +1426,15 @@ def test_a_completion_the_model_reports_wins_over_a_limit_reached_at_the_same_ch
             observation("stop", goal="incomplete", work="blocked", stopReason="outsideAuthority"),
             True,
         ),
+        (
+            observation(
+                "stop", goal="incomplete", work="blocked", stopReason="paidActionNotApproved"
+            ),
+            True,
+        ),
         (observation("stop", goal="incomplete", work="blocked", stopReason="userRequested"), False),
     ],
-    ids=["wait", "blocker", "no-authority-seen", "user-asked"],
+    ids=["wait", "blocker", "no-authority-seen", "approval-with-nothing-paid", "user-asked"],
 )
 def test_the_one_grant_that_makes_a_false_leaf_true_is_acted_on_whatever_the_model_said(
     answer: Observation, acts: bool

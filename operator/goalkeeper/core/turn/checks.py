@@ -150,10 +150,19 @@ class Turn(Asking):
         rule true, when the model waited or stopped short (a blocker, or no authority it
         saw): the first such grant in the order the person wrote them, since each moves the
         goal and the next check finds the rest; else None."""
-        if not _waits_or_stops_short(observation) or self.status.authority is None:
+        if not self.waits_or_stops_short(observation) or self.status.authority is None:
             return None
         found = self.moves_over(self.status.authority.typedGrants)
         return self.routed(observation, found[0]) if found else None
+
+    def waits_or_stops_short(self, observation: Observation) -> bool:
+        """Whether the model waited, or stopped short of the goal (a blocker, or no authority
+        it saw, as the engine reads its reason): the answers a move of the person's grants
+        may overrule."""
+        if observation.route is Route.wait:
+            return True
+        short = (StopReason.materialBlocker, StopReason.outsideAuthority)
+        return observation.route is Route.stop and self.stop_reason(observation)[0] in short
 
     def moves_over(self, grants: Sequence[TypedGrant], *, paid: bool = False) -> list[moves.Move]:
         """The moves `grants` make toward the recorded stop rule on this check's facts."""
@@ -219,7 +228,7 @@ class Turn(Asking):
         it names runs): the run is not over while the person's own path to the goal stands.
         Else None."""
         record = self.status.authority
-        if observation.route is not Route.stop or not _waits_or_stops_short(observation):
+        if observation.route is not Route.stop or not self.waits_or_stops_short(observation):
             return None
         if record is None:
             return None
@@ -256,7 +265,7 @@ class Turn(Asking):
         """The move a held-back grant would make, when the model waited or stopped short
         while the reading waits for a person; else None."""
         record = self.status.authority
-        if not _waits_or_stops_short(observation) or record is None:
+        if not self.waits_or_stops_short(observation) or record is None:
             return None
         if not record.heldBack or not self.needs_confirmation():
             return None
@@ -566,13 +575,3 @@ class Turn(Asking):
 def _hours(span: timedelta) -> str:
     hours = span.total_seconds() / 3600
     return f"{hours:.1f} h" if hours >= 1 else f"{span.total_seconds() / 60:.0f} min"
-
-
-def _waits_or_stops_short(observation: Observation) -> bool:
-    """Whether the model waited, or stopped short of the goal (a blocker, or no authority
-    it saw): the answers a move of the person's grants may overrule."""
-    short = observation.stopReason in (
-        ObservedStopReason.materialBlocker,
-        ObservedStopReason.outsideAuthority,
-    )
-    return observation.route is Route.wait or short
