@@ -548,6 +548,52 @@ ROWS: list[tuple[str, str | tuple[str, str], list[str]]] = [
         "Stop when Job etl has succeeded (or after 10 checks).",
         ['done when: judged "Job etl has succeeded (or after 10 checks)"'],
     ),
+    # A state in parentheses joins the one before it, as written without them.
+    (
+        "parenthesised-state",
+        "done when job/etl succeeded (or failed)",
+        ["done when: Job etl succeeded", "give up when: Job etl failed"],
+    ),
+    (
+        "parenthesised-and-state",
+        "Stop when Deployment web is available (and has 3 ready replicas).",
+        ["done when: Deployment web available AND Deployment web available >= 3"],
+    ),
+    (
+        "parenthesised-not-closed",
+        "Stop when Job etl has succeeded (or failed.",
+        ['done when: judged "Job etl has succeeded (or failed"'],
+    ),
+    # Objects named before, as a subject ("either of them"): which ones only a model can
+    # tell; judged, and a give-up when every state said of them is a failure.
+    (
+        "either-of-them-failed",
+        "Stop when Job etl has succeeded, or when either of them has failed.",
+        ["done when: Job etl succeeded", 'give up when: judged "either of them has failed"'],
+    ),
+    (
+        "any-of-them-crashing",
+        "Stop when Deployment web is available, or give up if any of them keeps crashing.",
+        [
+            "done when: Deployment web available",
+            'give up when: judged "any of them keeps crashing"',
+        ],
+    ),
+    (
+        "both-of-them-succeeded",
+        "Stop when both of them have succeeded.",
+        ['done when: judged "both of them have succeeded"'],
+    ),
+    (
+        "one-of-them-not-failed",
+        "Stop when Job etl has succeeded or one of them has not failed.",
+        ["done when: Job etl succeeded", 'done when: judged "one of them has not failed"'],
+    ),
+    (
+        "them-and-typed",
+        "Stop when Job etl has succeeded and each of them is suspended.",
+        ['done when: Job etl succeeded AND judged "each of them is suspended"'],
+    ),
     # --- other leads ------------------------------------------------------------------------
     ("until", "Don't stop until Job etl has succeeded.", ["done when: Job etl succeeded"]),
     (

@@ -493,6 +493,19 @@ _SCOPING = _set("""
     only it its they them their this that these those which either all any none every each
     otherwise instead rather""")
 _REQUIRING = _set("must should need needs required")
+# Objects named before, as a subject: `either of them`, `any of these`.
+_THEM = _phrases("""
+    either of them
+    any of them
+    one of them
+    each of them
+    both of them
+    all of them
+    either of these
+    any of these
+    both of these
+    either of those
+    any of those""")
 
 
 # --- predicates ----------------------------------------------------------------------------------
@@ -505,6 +518,8 @@ _Dnf = list[list[GoalLeaf]]
 class _Context:
     namespace: str
     kinds: Mapping[str, str]  # a name written without its kind: the one kind written elsewhere
+    # Judged leaves whose states are failures ("either of them has failed"): they give up.
+    failing: list[GoalLeaf] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -657,9 +672,10 @@ def _states(c: _Text) -> list[list[_Part]] | None:
     joiners: set[str] = set()
     while True:
         mark = c.at
+        opened = c.take(("(",))  # "succeeded (or failed)"
         joiner = _separator(c)
         more = _state(c) if joiner in ("and", "or") else None
-        if more is None:
+        if more is None or (opened and not c.take((")",))):
             c.at = mark
             break
         joiners.add(joiner)
@@ -847,13 +863,27 @@ def _separator(c: _Text) -> str:
 
 
 def _item(c: _Text, at: int, ctx: _Context) -> tuple[_Dnf, int] | None:
-    """A typed predicate at `at` that ends where the clause or a joiner does."""
+    """A typed predicate at `at` that ends where the clause or a joiner does, or states said
+    of objects named before ("either of them has failed"): which objects, only a model can
+    tell, so that one is judged; a give-up when its every state is a failure."""
     c.at = at
     c.take_any(_WHEN)  # "… or when Job b has failed"
-    c.take(("either",)) or c.take(("both",))
-    found = _predicate(c, ctx)
+    start = c.at
+    found, failing = None, False
+    if c.take_any(_THEM) is None:
+        c.take(("either",)) or c.take(("both",))
+        found = _predicate(c, ctx)
+    elif (states := _states(c)) is not None:
+        found = [[_leaf(LeafKind.judged, c.quote(start, c.at))]]
+        failing = all(
+            not negated and set(_STATES.get(state, ())) <= _FAILURES and state in _STATES
+            for parts in states
+            for state, _, negated in parts
+        )
     if found is None or not (c.done() or c.peek() in (",", "and", "or")):
         return None
+    if failing:
+        ctx.failing.append(found[0][0])
     return found, c.at
 
 
@@ -923,7 +953,9 @@ def _segment(c: _Text, ctx: _Context, mode: str) -> tuple[_Dnf, list[GoalLeaf]]:
         give_up: list[GoalLeaf] = []
         for group in _clause(c, ctx):
             ends = any(
-                leaf.kind in _LIMITS or (leaf.kind in _FAILURES and not leaf.negated)
+                leaf.kind in _LIMITS
+                or (leaf.kind in _FAILURES and not leaf.negated)
+                or leaf in ctx.failing
                 for leaf in group
             )
             if (ends or mode == "giveUp") and len(group) > 1:
