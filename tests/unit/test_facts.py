@@ -15,7 +15,6 @@ from goalkeeper.core.facts import (
     goal_objects,
     goal_print,
     names_in,
-    scaled_to,
 )
 from goalkeeper.core.goals import read_stop_rule
 from goalkeeper.core.models import (
@@ -271,56 +270,6 @@ def test_either_of_two_jobs_completes_an_or_rule_while_the_other_still_runs() ->
     assert refused is not None and "(Job mirror-us: not ended, active 1)" in refused
     # With no stop rule read, a named Job that has not ended still holds completion back.
     assert contradiction(seen("stop", **DONE), [running, done], None, check=1) is not None
-
-
-def test_a_scale_to_the_count_the_spec_already_asks_for_is_refused() -> None:
-    """Seen from a small model: a StatefulSet scaled to 3, its pods still starting one by one,
-    and the next observation asked for the same scale again."""
-
-    def scale(to: str, kind: str = "advance") -> Observation:
-        return seen(
-            "act",
-            action=action(
-                kind=kind,
-                action=f"Scale StatefulSet queue-broker to {to}.",
-                mutationSet=["statefulsets/queue-broker"],
-            ),
-        )
-
-    starting = ObjectFacts(
-        kind=FactKind.StatefulSet,
-        name="queue-broker",
-        namedIn=[NamedIn.action, NamedIn.stopWhen],
-        replicas=3,
-        readyReplicas=1,
-        availableReplicas=1,
-        updatedReplicas=1,
-    )
-    assert contradiction(scale("3 replicas"), [starting]) == (
-        "a scale of StatefulSet queue-broker to 3 replicas changes nothing: StatefulSet "
-        "queue-broker has 1 available, 1 ready and 1 updated of 3 replicas, so it already asks "
-        "for 3. While its pods start, route wait."
-    )
-    assert contradiction(scale("5 replicas"), [starting]) is None
-    assert contradiction(scale("3 replicas", kind="repair"), [starting]) is None
-    # No count read from the action's words: nothing to hold it against.
-    assert contradiction(scale("three"), [starting]) is None
-
-
-@pytest.mark.parametrize(
-    ("action", "count"),
-    [
-        ("Scale StatefulSet queue-broker to 3 replicas.", 3),
-        ("Scale queue-broker: set replicas=3", 3),
-        ("Scale Deployment web from 3 replicas to 0.", 0),
-        ("Restart Deployment web so its 3 pods read the new ConfigMap.", None),
-        ("Scale Deployment web to 3 and restart it.", None),
-        ("Set image v2 on Deployment web (3 replicas).", None),
-        ("Scale Deployment web to 2 replicas, then to 4.", None),
-    ],
-)
-def test_a_scale_names_the_count_it_scales_to(action: str, count: int | None) -> None:
-    assert scaled_to(action) == count
 
 
 def test_a_restart_of_a_workload_already_on_the_current_config_is_refused() -> None:

@@ -24,10 +24,13 @@ from goalkeeper.core.engine import (
 from goalkeeper.core.health import FAILING_STEPS
 from goalkeeper.core.models import (
     ConditionStatus,
+    FactKind,
     Health,
     MonitorApprovalSpec,
     MonitorState,
     MonitorStatus,
+    NamedIn,
+    ObjectFacts,
     Observation,
     StepInput,
     StepKind,
@@ -243,6 +246,20 @@ def test_acts_that_leave_what_the_checks_see_unchanged_are_braked_whatever_their
     assert stop.reason is StopReason.blocked
     assert "3 acts in a row left what the checks see unchanged" in stop.message
     assert stop.message.count("check ") == 3, "the report lists the acts"
+
+
+def test_an_act_that_would_change_nothing_the_facts_show_waits_and_never_brakes() -> None:
+    loop = Loop()
+    loop.send(Started(generation=1))
+    for n in range(BRAKE_ACTS):
+        check(loop, observation("act", action=action(failureId=f"f-{n}", targetStateId="t")))
+        loop.send(StepFinished(loop.seq, result()))
+    assert loop.status.health.state is Health.RunawayLoop
+    # Job build runs: a resume would change nothing, so the check waits instead of braking.
+    runs = ObjectFacts(kind=FactKind.Job, name="build", namedIn=[NamedIn.task], active=1)
+    effects = loop.send(ObservationAccepted(loop.seq, observation("act"), facts=(runs,)))
+    assert not [e for e in effects if isinstance(e, (LaunchStep, StopMonitor))]
+    assert loop.status.monitor is MonitorState.active and loop.status.schedule is not None
 
 
 def test_act_steps_that_fail_to_run_never_brake_the_run() -> None:

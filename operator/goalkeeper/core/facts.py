@@ -13,8 +13,10 @@ the claim cannot be true in, so a correct observation is never refused for a gue
 - an action but a repair on a Job of its mutation set that has succeeded, and an `advance`
   (start, resume) on one that runs or has ended;
 - a restart of a workload of its mutation set whose running pods all started after every
-  named ConfigMap they read was last written; a scale of one to the replica count its spec
-  already asks for.
+  named ConfigMap they read was last written.
+
+A scale to the count a workload's spec already asks for is the typed grant's precondition
+(`authority.precondition_unmet`): the engine waits on it, no words of the answer are read.
 """
 
 from __future__ import annotations
@@ -127,24 +129,6 @@ def _rollout_short(fact: ObjectFacts) -> bool:
     return any((n or 0) < want for n in (fact.availableReplicas, fact.updatedReplicas))
 
 
-# An action that restarts a workload's pods ("rollout restart", "Restart Deployment web").
-_RESTART = re.compile(r"\brestart")
-
-# "Scale StatefulSet queue-broker to 3 replicas", "scale web: set replicas=3".
-_SCALE = re.compile(r"\bscal")
-_SCALED_TO = re.compile(r"\bto\s+(\d+)\b|\breplicas\s*[=:]\s*(\d+)")
-
-
-def scaled_to(action: str) -> int | None:
-    """The one replica count a scale action names ("to 3", "replicas=3"); None for an
-    action that is no scale, restarts too, or names none or several."""
-    said = action.casefold()
-    if not _SCALE.search(said) or _RESTART.search(said):
-        return None
-    counts = {int(a or b) for a, b in _SCALED_TO.findall(said)}
-    return counts.pop() if len(counts) == 1 else None
-
-
 def contradiction(
     observation: Observation,
     facts: Sequence[ObjectFacts],
@@ -224,17 +208,6 @@ def contradiction(
                     f"{', '.join(fact.freshConfig)} was last written, so they already run its "
                     "current data."
                 )
-    for fact in facts:
-        if NamedIn.action not in fact.namedIn or fact.kind not in _WORKLOADS:
-            continue
-        wanted = scaled_to(action.action)
-        if wanted is not None and fact.replicas == wanted and action.kind is not ActionKind.repair:
-            # Seen: a scale asked for again while the pods of the first one still started.
-            return (
-                f"a scale of {fact.kind.value} {fact.name} to {wanted} replicas changes "
-                f"nothing: {describe(fact)}, so it already asks for {wanted}. While its pods "
-                "start, route wait."
-            )
     for fact in facts:
         if NamedIn.action not in fact.namedIn or fact.kind is not FactKind.Job:
             continue

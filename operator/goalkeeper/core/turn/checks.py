@@ -357,9 +357,6 @@ class Turn(Asking):
             self.await_confirmation(observation, action)
         elif refusal is not None and not approvable:
             self.report_and_stop(observation, *refusal)
-        elif braked and not self.policy.approvals:
-            message = health.brake_text(self.status.health, target)
-            self.report_and_stop(observation, StopReason.blocked, message)
         elif self.limit_reached():
             # No check is left to verify the action: not worth asking a person either.
             self.report_and_stop(
@@ -368,16 +365,19 @@ class Turn(Asking):
         elif refusal is not None:
             assert need is not None
             self.await_approval(observation, action, refusal[1], need)
-        elif braked:
-            self.await_brake_decision(observation, action, target)
         elif (unmet := self.condition_unmet(action)) is not None:
             # The grant applies once its condition holds: the run waits for it, as on a wait.
             self.report(observation, next_action=f"waiting: {unmet}")
             self.publish_schedule()
         elif (needless := self.precondition_unmet(action)) is not None:
-            # The act would change nothing the facts show: a wait, and the next check decides.
+            # The act would change nothing the facts show: a wait, not an act the brake counts.
             self.report(observation, next_action=f"not acting: {needless}")
             self.publish_schedule()
+        elif braked and not self.policy.approvals:
+            message = health.brake_text(self.status.health, target)
+            self.report_and_stop(observation, StopReason.blocked, message)
+        elif braked:
+            self.await_brake_decision(observation, action, target)
         elif self.needs_confirmation():
             self.await_confirmation(observation, action)
         elif self.paused:
