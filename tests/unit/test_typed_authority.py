@@ -22,6 +22,7 @@ from goalkeeper.core.models import (
     MonitorApprovalSpec,
     NamedIn,
     ObjectFacts,
+    Observation,
     StepKind,
     StopReason,
     SyncedBy,
@@ -205,7 +206,17 @@ def test_a_stop_short_stands_when_the_condition_cannot_come_without_an_act(
     assert loop.status.stop is not None and loop.status.stop.reason is StopReason.outsideAuthority
 
 
-def test_a_chain_of_grants_runs_in_order_each_link_once_its_condition_holds() -> None:
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(observation("wait", contract=None, authorizedActions=None), id="wait"),
+        # Seen from a small model: the second link's act, asked for before its condition.
+        pytest.param(observation("act", contract=None, authorizedActions=None), id="act-too-soon"),
+    ],
+)
+def test_a_chain_of_grants_runs_in_order_each_link_once_its_condition_holds(
+    answer: Observation,
+) -> None:
     first, second = "You may resume Job extract.", CONDITIONAL.split(". ")[1] + "."
     grants = [
         {"id": "resume-extract", "description": "Resume Job extract.", "quote": first},
@@ -217,10 +228,9 @@ def test_a_chain_of_grants_runs_in_order_each_link_once_its_condition_holds() ->
         extraction=extraction(authorizedActions=grants),
     )
     loop.start()
-    wait = observation("wait", contract=None, authorizedActions=None)
     held = (ObjectFacts(kind=FactKind.Job, name="extract", namedIn=[NamedIn.task], suspended=True),)
     # Job build waits for Job extract, which only the first grant moves: the check does it.
-    effects = loop.send(ObservationAccepted(loop.seq, wait, facts=held + BUILD))
+    effects = loop.send(ObservationAccepted(loop.seq, answer, facts=held + BUILD))
     [step] = [e for e in effects if isinstance(e, LaunchStep)]
     assert step.kind is StepKind.act and step.input.grant is not None
     assert step.input.grant.id == "resume-extract"

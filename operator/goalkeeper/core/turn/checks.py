@@ -156,11 +156,15 @@ class Turn(Asking):
         return self.routed(observation, found[0]) if found else None
 
     def waits_or_stops_short(self, observation: Observation) -> bool:
-        """Whether the model waited, or stopped short of the goal (a blocker, or no authority
-        it saw, as the engine reads its reason): the answers a move of the person's grants
+        """Whether the model waited, stopped short of the goal (a blocker, or no authority
+        it saw, as the engine reads its reason), or asked for an act its grant does not
+        allow yet or that would change nothing: the answers a move of the person's grants
         may overrule."""
         if observation.route is Route.wait:
             return True
+        if observation.action is not None:
+            action = observation.action
+            return (self.condition_unmet(action) or self.precondition_unmet(action)) is not None
         short = (StopReason.materialBlocker, StopReason.outsideAuthority)
         return observation.route is Route.stop and self.stop_reason(observation)[0] in short
 
