@@ -394,14 +394,7 @@ def test_a_stop_for_want_of_a_grant_goes_to_the_person_while_the_reading_waits()
         extraction=extraction(authorizedActions=[]),
     )
     loop.start()
-    stop = observation(
-        "stop",
-        goal="incomplete",
-        work="blocked",
-        stopReason="outsideAuthority",
-        contract=None,
-        authorizedActions=None,
-    )
+    stop = STOP_SHORT
     effects = loop.observe(stop)
     assert loop.status.monitor == "active" and loop.status.stop is None
     request = loop.status.approval
