@@ -174,7 +174,9 @@ def test_a_person_follows_and_answers_a_monitor_in_the_console(
 ) -> None:
     from selenium.webdriver.common.by import By
 
-    cluster.target()
+    # The build runs until the test opens the gate: no race between it and a check.
+    gate = tmp_path / "build-may-finish"
+    cluster.target(gate=gate)
     model.default = Scenario(cluster.ns, marked_report, reading=READING)
     alice_config = kubeconfig(control_plane, cluster, "alice", HANDS_OVER, tmp_path)
     me = f"system:serviceaccount:{cluster.ns}:alice"
@@ -274,6 +276,15 @@ def test_a_person_follows_and_answers_a_monitor_in_the_console(
             30,
             "the pause to be lifted",
         )
+
+        # A check has read the build running; then it may finish.
+        wait_until(
+            lambda: cluster.status().get("checks", 0) >= 2,
+            240,
+            "a check of the running build",
+            operator.logs,
+        )
+        gate.touch()
 
         # The run ends: the page shows one point per accepted check.
         wait_until(
