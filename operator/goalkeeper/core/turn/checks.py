@@ -227,32 +227,27 @@ class Turn(Asking):
             return None
 
     def waits_for_condition(self, observation: Observation) -> Observation | None:
-        """The model's stop short as a wait, when what the goal needs is on its way with no
-        act: a false leaf's own object moves toward it (the Job runs), or a grant whose act
-        makes a false leaf true waits only for a condition that does (the Job it names
-        runs). The run is not over while the goal may still come. Else None."""
+        """The model's stop short as a wait, when a grant whose act makes a false leaf true
+        waits only for its condition, and that condition is on its way with no act (the Job
+        it names runs): the run is not over while the person's own path to the goal stands.
+        Else None."""
         record = self.status.authority
         if observation.route is not Route.stop or not self.waits_or_stops_short(observation):
             return None
         if record is None:
             return None
-        checks = self.status.checks
-        coming = moves.coming_leaves(record.goal, self.facts, checks=checks)
-        found = moves.coming_moves(record.goal, record.typedGrants, self.facts, checks=checks)
-        if coming:
-            leaf, value, on_its_way = coming[0]
-            said = f'"{leaf.quote}" does not hold yet ({value.reason}), and it is on its way'
-        elif found:
-            move = found[0]
-            assert move.grant.condition is not None  # coming_moves pairs conditional grants
-            on_its_way = move.grant.condition.object
-            said = (
-                f'"{move.leaf.quote}" does not hold ({move.value.reason}); grant '
-                f"{move.grant.id} makes it hold once {move.grant.condition} holds, which is on "
-                "its way"
-            )
-        else:
+        found = moves.coming_moves(
+            record.goal, record.typedGrants, self.facts, checks=self.status.checks
+        )
+        if not found:
             return None
+        move = found[0]
+        assert move.grant.condition is not None  # coming_moves pairs only conditional grants
+        said = (
+            f'"{move.leaf.quote}" does not hold ({move.value.reason}); grant {move.grant.id} '
+            f"makes it hold once {move.grant.condition} holds, which is on its way, so the "
+            "check waits."
+        )
         try:
             return Observation.model_validate(
                 {
@@ -260,8 +255,11 @@ class Turn(Asking):
                     "route": Route.wait.value,
                     "work": WorkState.running.value,
                     "stopReason": None,
-                    "watch": [w.model_dump(mode="json") for w in wakes.watch_of(on_its_way)],
-                    "reason": clip(f"{said}, so the check waits.", LIST_ENTRY_MAX),
+                    "watch": [
+                        w.model_dump(mode="json")
+                        for w in wakes.watch_of(move.grant.condition.object)
+                    ],
+                    "reason": clip(said, LIST_ENTRY_MAX),
                 }
             )
         except ValidationError:
