@@ -876,7 +876,7 @@ def _item(c: _Text, at: int, ctx: _Context) -> tuple[_Dnf, int] | None:
     elif (states := _states(c)) is not None:
         found = [[_leaf(LeafKind.judged, c.quote(start, c.at))]]
         failing = all(
-            not negated and set(_STATES.get(state, ())) <= _FAILURES and state in _STATES
+            not negated and state in _STATES and set(_STATES[state]) <= _FAILURES
             for parts in states
             for state, _, negated in parts
         )

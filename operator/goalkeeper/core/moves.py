@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from goalkeeper.core import authority, reading
 from goalkeeper.core.goals import LeafValue, evaluate
 from goalkeeper.core.models import (
+    _WORKLOADS,
     ActionKind,
     ActionRequest,
     ConditionState,
@@ -128,10 +129,7 @@ _CONDITION_LEAVES: dict[tuple[ConditionState, str], LeafKind] = {
     (ConditionState.succeeded, "Job"): LeafKind.jobSucceeded,
     (ConditionState.suspended, "Job"): LeafKind.jobSuspended,
     (ConditionState.suspended, "CronJob"): LeafKind.cronjobSuspended,
-    **{
-        (ConditionState.available, kind): LeafKind.workloadAvailable
-        for kind in ("Deployment", "StatefulSet", "DaemonSet")
-    },
+    **{(ConditionState.available, kind): LeafKind.workloadAvailable for kind in _WORKLOADS},
 }
 
 

@@ -1761,10 +1761,14 @@ _ADDRESSING = _ADDRESSED | _PRONOUNS | _set("let keep leave stay hold make this 
 _CHANGE_WORDS = frozenset(_VERB_WORDS) | _ANY_CHANGE | _DELETE | _CREATE
 
 
+def _stems(word: str) -> tuple[str, ...]:
+    """A word and the stems its endings may hide: restarted, restarts, touches."""
+    return (word, word[:-1], word[:-2], word[:-3]) if len(word) > 4 else (word,)
+
+
 def _changes(word: str) -> bool:
     """A verb of change in any of its forms: restart, restarts, restarted, touches."""
-    stems = (word, word[:-1], word[:-2], word[:-3]) if len(word) > 4 else (word,)
-    return any(stem in _CHANGE_WORDS for stem in stems)
+    return any(stem in _CHANGE_WORDS for stem in _stems(word))
 
 
 def _may_limit(words: Sequence[str]) -> bool:
@@ -1807,8 +1811,7 @@ def _limited_verbs(words: Sequence[str]) -> frozenset[GrantVerb]:
 def _verbs_named(word: str) -> frozenset[GrantVerb] | None:
     """The vocabulary's verbs a verb in any of its forms names (scaled, starting); every
     one for any change; None for a word the vocabulary lacks."""
-    stems = (word, word[:-1], word[:-2], word[:-3]) if len(word) > 4 else (word,)
-    for stem in stems:
+    for stem in _stems(word):
         if stem in _VERB_WORDS:
             return frozenset({_VERB_WORDS[stem]})
         if stem in _ANY_CHANGE:
