@@ -144,8 +144,10 @@ def test_an_act_result_written_while_the_api_server_is_down_lands_once_it_is_bac
 
     told = _act_stderr(runner)
     assert "trying again" in told and "Succeeded" in told
-    assert status["stop"]["reason"] == "goalComplete" and status["checks"] == 2
-    assert [s["spec"]["kind"] for s in steps] == ["extract", "observe", "act", "observe"]
+    # The Job runs a second once resumed: the check after the act may still see it run.
+    assert status["stop"]["reason"] == "goalComplete" and status["checks"] >= 2
+    kinds = [s["spec"]["kind"] for s in steps]
+    assert kinds == ["extract", "observe", "act"] + ["observe"] * (status["checks"] - 1)
     act_step = steps[2]
     assert act_step["status"]["phase"] == "Succeeded"
     assert act_step["status"]["result"]["outcome"] == "succeeded"

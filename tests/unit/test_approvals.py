@@ -32,6 +32,7 @@ from goalkeeper.core.models import (
     ApprovalDecision,
     FactKind,
     Health,
+    JobEnd,
     MonitorApprovalSpec,
     MonitorState,
     MonitorStatus,
@@ -354,7 +355,11 @@ def test_a_paid_stop_with_no_paid_act_to_take_stands() -> None:
 
 def test_a_paid_stop_when_nothing_authorized_costs_money_is_for_want_of_a_grant() -> None:
     # Seen from a small model on an observe-only task: it stopped for a paid act's approval.
-    loop = stopped_for_a_paid_act(TASK, BUILD_RUNNING)
+    # Job build failed: nothing brings its success about with no act, so the stop stands.
+    failed = BUILD_SUSPENDED[0].model_copy(
+        update={"suspended": False, "failed": 1, "ended": JobEnd.Failed}
+    )
+    loop = stopped_for_a_paid_act(TASK, (failed,))
     assert not any(a.paid for a in loop.status.authorizedActions)
     assert loop.status.stop is not None
     assert loop.status.stop.reason is StopReason.outsideAuthority

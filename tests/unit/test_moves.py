@@ -9,7 +9,7 @@ import pytest
 from goalkeeper.core import reading
 from goalkeeper.core.goals import read_stop_rule
 from goalkeeper.core.models import FactKind, JobEnd, NamedIn, ObjectFacts, Words
-from goalkeeper.core.moves import applicable_moves, coming_moves
+from goalkeeper.core.moves import applicable_moves, coming_leaves, coming_moves
 
 NS = "shop"
 
@@ -33,6 +33,13 @@ MIGRATE_SUSPENDED = job("migrate", suspended=True)
 MIGRATE_FAILED = job("migrate", failed=1, ended=JobEnd.Failed)
 MIGRATE_CRASHING = job(
     "migrate", active=1, pods={"count": 1, "restarts": 4, "waiting": "CrashLoopBackOff"}
+)
+WEB_EXITED = fact(
+    FactKind.Deployment,
+    "web",
+    replicas=1,
+    availableReplicas=0,
+    pods={"count": 1, "restarts": 1, "lastExit": {"pod": "web-1", "exitCode": 1}},
 )
 OLD_WEB = fact(FactKind.Deployment, "old-web", replicas=2, availableReplicas=2)
 OLD_WEB_DOWN = fact(FactKind.Deployment, "old-web", replicas=0, availableReplicas=0)
@@ -279,3 +286,39 @@ def test_coming_moves(
     rule = read_stop_rule(stop_when, NS, task)
     assert [m.grant.id for m in coming_moves(rule, grants, facts, checks=1)] == expected
     assert applicable_moves(rule, grants, facts, checks=1) == [] or expected == []
+
+
+# (id, stop rule, facts, the leaves whose own object is on its way to them, as quoted)
+COMING_LEAVES: list[tuple[str, str, list[ObjectFacts], list[str]]] = [
+    ("job-runs", "Stop when Job build has succeeded.", [RUNNING], ["Job build has succeeded"]),
+    ("job-suspended", "Stop when Job build has succeeded.", [SUSPENDED], []),
+    ("job-failed", "Stop when Job build has succeeded.", [FAILED], []),
+    ("job-crash-loops", "Stop when Job migrate has succeeded.", [MIGRATE_CRASHING], []),
+    ("pod-exited-before-back-off", "Stop when Deployment web is available.", [WEB_EXITED], []),
+    ("job-unread", "Stop when Job build has succeeded.", [], []),
+    (
+        "rollout",
+        "Stop when Deployment web is available.",
+        [WEB_ROLLING],
+        ["Deployment web is available"],
+    ),
+    ("no-state-comes-alone", "Stop when Deployment old-web has 0 replicas.", [OLD_WEB], []),
+    ("negated", "Stop when Job build is not running.", [RUNNING], []),
+    (
+        "one-of-two",
+        "Stop when Job build has succeeded and Deployment old-web has 0 replicas.",
+        [RUNNING, OLD_WEB],
+        ["Job build has succeeded"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("stop_when", "facts", "expected"),
+    [pytest.param(*row[1:], id=row[0]) for row in COMING_LEAVES],
+)
+def test_coming_leaves(stop_when: str, facts: list[ObjectFacts], expected: list[str]) -> None:
+    rule = read_stop_rule(stop_when, NS)
+    found = coming_leaves(rule, facts, checks=1)
+    assert [leaf.quote for leaf, _, _ in found] == expected
+    assert all(value.value is False and ref.namespace == "" for _, value, ref in found)

@@ -184,6 +184,39 @@ def test_a_stop_short_while_a_grant_waits_for_a_running_job_is_a_wait_on_that_jo
     assert launched(effects) == [StepKind.act]
 
 
+def test_a_stop_short_while_the_goals_own_job_runs_is_a_wait_on_that_job() -> None:
+    # Seen from a small model: the Job it had resumed read as "suspended", and it stopped.
+    loop = Loop(stopWhen="Stop when Job build has succeeded.")
+    loop.start()
+    runs = build_facts(suspended=False, active=1)
+    effects = loop.send(ObservationAccepted(loop.seq, STOP_SHORT, facts=runs))
+    assert loop.status.stop is None and launched(effects) == []
+    schedule = loop.status.schedule
+    assert schedule is not None and [w.ref for w in schedule.watch] == ["Job/build"]
+    assert loop.status.lastObservation is not None
+    assert '"Job build has succeeded" does not hold yet' in loop.status.lastObservation.reason
+    # Job build failed: nothing comes by itself any more, and the stop stands.
+    loop.later(60)
+    loop.send(TimerDue())
+    failed = build_facts(suspended=False, failed=1, ended=JobEnd.Failed)
+    loop.send(ObservationAccepted(loop.seq, STOP_SHORT, facts=failed))
+    assert loop.status.stop is not None
+
+
+def test_a_blocker_read_while_the_goals_own_job_runs_stands() -> None:
+    # A running Job may be stuck in a way only its log tells: the model's blocker is its own.
+    loop = Loop(stopWhen="Stop when Job build has succeeded.")
+    loop.start()
+    blocker = observation(
+        "stop", goal="incomplete", work="blocked", stopReason="materialBlocker", contract=None,
+        authorizedActions=None,
+    )  # fmt: skip
+    runs = build_facts(suspended=False, active=1)
+    loop.send(ObservationAccepted(loop.seq, blocker, facts=runs))
+    assert loop.status.stop is not None
+    assert loop.status.stop.reason is StopReason.materialBlocker
+
+
 @pytest.mark.parametrize(
     "extract",
     [

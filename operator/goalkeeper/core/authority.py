@@ -407,11 +407,12 @@ def condition_holds(condition: GrantCondition, facts: Sequence[ObjectFacts]) -> 
 def condition_coming(condition: GrantCondition, facts: Sequence[ObjectFacts]) -> bool:
     """Whether a grant's condition, not yet holding, may come to hold with no act of ours:
     its Job runs (neither suspended nor ended), or its workload rolls out (replicas wanted,
-    fewer available, no pod crash-looping). A suspended object only a person's act moves."""
+    fewer available), and no container of its pods has failed (a crash loop, or a first
+    failed exit before the kubelet backs off). A suspended object only a person's act moves."""
     fact = fact_of(condition.object, facts)
     if fact is None or condition_holds(condition, facts) is not False:
         return False
-    if fact.pods is not None and fact.pods.crash_looping:
+    if fact.pods is not None and (fact.pods.crash_looping or fact.pods.lastExit is not None):
         return False
     match condition.state:
         case ConditionState.succeeded | ConditionState.failed:

@@ -20,9 +20,11 @@ from goalkeeper.core.models import (
     ConditionState,
     GoalLeaf,
     GoalRule,
+    GrantCondition,
     GrantVerb,
     LeafKind,
     ObjectFacts,
+    ObjectRef,
     TypedGrant,
 )
 
@@ -89,6 +91,36 @@ def coming_moves(
         if move.grant.condition is not None
         and authority.condition_coming(move.grant.condition, facts)
     ]
+
+
+# The leaves whose state an object may reach with no act, as the condition that state is.
+_COMING_STATES = {
+    LeafKind.jobSucceeded: ConditionState.succeeded,
+    LeafKind.workloadAvailable: ConditionState.available,
+}
+
+
+def coming_leaves(
+    rule: GoalRule | None, facts: Sequence[ObjectFacts], *, checks: int
+) -> list[tuple[GoalLeaf, LeafValue, ObjectRef]]:
+    """Each false leaf of a done group whose own object is on its way to it with no act
+    (a Job that runs toward "has succeeded", a workload rolling out toward "available"),
+    with its value and that object as the facts name it."""
+    if rule is None or not rule.done:
+        return []
+    found = evaluate(rule, facts, checks=checks, unchanged=0, judged={})
+    coming = []
+    for leaf in (leaf for group in rule.done for leaf in group):
+        state = _COMING_STATES.get(leaf.kind)
+        value = found.leaves[leaf.id]
+        if state is None or leaf.negated or leaf.object is None or value.value is not False:
+            continue
+        if leaf.object.namespace != rule.namespace:
+            continue  # facts are read in the Monitor's namespace only
+        ref = leaf.object.model_copy(update={"namespace": ""})
+        if authority.condition_coming(GrantCondition(object=ref, state=state), facts):
+            coming.append((leaf, value, ref))
+    return coming
 
 
 def _false_leaf_moves(

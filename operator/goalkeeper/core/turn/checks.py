@@ -227,27 +227,35 @@ class Turn(Asking):
             return None
 
     def waits_for_condition(self, observation: Observation) -> Observation | None:
-        """The model's stop short as a wait, when a grant whose act makes a false leaf true
-        waits only for its condition, and that condition is on its way with no act (the Job
-        it names runs): the run is not over while the person's own path to the goal stands.
-        Else None."""
+        """The model's stop short as a wait, when what the goal needs is on its way with no
+        act: a stop for want of authority while a false leaf's own object moves toward it
+        (the Job runs; no act is needed, so none is missing), or any stop short while a
+        grant whose act makes a false leaf true waits only for a condition that does (the
+        Job it names runs). A blocker the model read stands against the first: a running
+        Job may be stuck in a way only its log tells. Else None."""
         record = self.status.authority
         if observation.route is not Route.stop or not self.waits_or_stops_short(observation):
             return None
         if record is None:
             return None
-        found = moves.coming_moves(
-            record.goal, record.typedGrants, self.facts, checks=self.status.checks
-        )
-        if not found:
+        checks = self.status.checks
+        unauthorized = self.stop_reason(observation)[0] is StopReason.outsideAuthority
+        coming = moves.coming_leaves(record.goal, self.facts, checks=checks) if unauthorized else []
+        found = moves.coming_moves(record.goal, record.typedGrants, self.facts, checks=checks)
+        if coming:
+            leaf, value, on_its_way = coming[0]
+            said = f'"{leaf.quote}" does not hold yet ({value.reason}), and it is on its way'
+        elif found:
+            move = found[0]
+            assert move.grant.condition is not None  # coming_moves pairs conditional grants
+            on_its_way = move.grant.condition.object
+            said = (
+                f'"{move.leaf.quote}" does not hold ({move.value.reason}); grant '
+                f"{move.grant.id} makes it hold once {move.grant.condition} holds, which is on "
+                "its way"
+            )
+        else:
             return None
-        move = found[0]
-        assert move.grant.condition is not None  # coming_moves pairs only conditional grants
-        said = (
-            f'"{move.leaf.quote}" does not hold ({move.value.reason}); grant {move.grant.id} '
-            f"makes it hold once {move.grant.condition} holds, which is on its way, so the "
-            "check waits."
-        )
         try:
             return Observation.model_validate(
                 {
@@ -255,11 +263,8 @@ class Turn(Asking):
                     "route": Route.wait.value,
                     "work": WorkState.running.value,
                     "stopReason": None,
-                    "watch": [
-                        w.model_dump(mode="json")
-                        for w in wakes.watch_of(move.grant.condition.object)
-                    ],
-                    "reason": clip(said, LIST_ENTRY_MAX),
+                    "watch": [w.model_dump(mode="json") for w in wakes.watch_of(on_its_way)],
+                    "reason": clip(f"{said}, so the check waits.", LIST_ENTRY_MAX),
                 }
             )
         except ValidationError:
