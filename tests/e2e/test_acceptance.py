@@ -171,7 +171,7 @@ def test_acceptance_05_action_succeeds_so_monitor_observes_immediately(
             "running",
             facts,
             "Resumed; stopping here.",
-            stopReason="userRequested",
+            stopReason="materialBlocker",
         )
 
     model.default = Scenario(cluster.ns, observe)
@@ -470,7 +470,7 @@ def test_acceptance_14_real_defect_uses_repair_path(
             "idle",
             facts,
             "Repaired; the owner reruns.",
-            stopReason="userRequested",
+            stopReason="materialBlocker",
         )
 
     model.default = Scenario(cluster.ns, observe)

@@ -52,9 +52,10 @@ def pinned(**fields: Any) -> Contract:
 
 
 def outside(allowed: list[str], *mutations: str, namespace: str = NS) -> str | None:
-    return guards.mutation_outside_contract(
+    found = guards.mutation_outside_contract(
         pinned(allowedResources=allowed), request(*mutations), namespace
     )
+    return None if found is None else found[1]
 
 
 def forbidden(
@@ -152,9 +153,10 @@ def test_a_mutation_set_past_the_allowed_resources_is_refused_naming_each_entry(
     lie = request("configmaps/web-entrypoint", "deployments/web", "command:python3", kind="recover")
     allowed = pinned(allowedResources=["jobs/render-part-2"])
     assert guards.mutation_outside_contract(allowed, lie, NS) == (
+        StopReason.outsideAuthority,
         "The recover action would change configmaps/web-entrypoint, deployments/web and "
         "command:python3, which the recorded allowed resources (jobs/render-part-2) do not "
-        "cover."
+        "cover.",
     )
 
 
@@ -234,9 +236,22 @@ def test_an_entry_read_in_another_namespace_is_not_the_monitors() -> None:
 def test_without_a_contract_or_allowed_resources_nothing_is_covered() -> None:
     lie = request("jobs/build")
     assert guards.mutation_outside_contract(None, lie, NS) == (
+        StopReason.outsideAuthority,
         "The advance action would change jobs/build, which the recorded allowed resources "
-        "(none) do not cover."
+        "(none) do not cover.",
     )
+
+
+def test_an_uncovered_secret_is_a_credential_the_words_do_not_give() -> None:
+    allowed = pinned(allowedResources=["jobs/build"])
+    for entry in ("secrets/db-password", "Secret db-password", f"{NS}/secrets/db-password"):
+        found = guards.mutation_outside_contract(allowed, request("jobs/build", entry), NS)
+        assert found is not None and found[0] is StopReason.credentialWithoutAuthority, entry
+    # A Secret the words give is covered; a ConfigMap uncovered is no credential.
+    allowed = pinned(allowedResources=["secrets/db-password"])
+    assert guards.mutation_outside_contract(allowed, request("secrets/db-password"), NS) is None
+    found = guards.mutation_outside_contract(allowed, request("configmaps/db"), NS)
+    assert found is not None and found[0] is StopReason.outsideAuthority
     assert outside([], "jobs/build") is not None
 
 

@@ -1415,38 +1415,23 @@ def test_a_completion_the_model_reports_wins_over_a_limit_reached_at_the_same_ch
 
 
 @pytest.mark.parametrize(
-    ("answer", "acts"),
+    "answer",
     [
-        (observation("wait"), True),
-        (
-            observation("stop", goal="incomplete", work="blocked", stopReason="materialBlocker"),
-            True,
-        ),
-        (
-            observation("stop", goal="incomplete", work="blocked", stopReason="outsideAuthority"),
-            True,
-        ),
-        (
-            observation(
-                "stop", goal="incomplete", work="blocked", stopReason="paidActionNotApproved"
-            ),
-            True,
-        ),
-        (observation("stop", goal="incomplete", work="blocked", stopReason="userRequested"), False),
+        observation("wait"),
+        observation("stop", goal="incomplete", work="blocked", stopReason="materialBlocker"),
+        observation("stop", goal="incomplete", work="blocked", stopReason="outsideAuthority"),
+        observation("stop", goal="incomplete", work="blocked", stopReason="paidActionNotApproved"),
     ],
-    ids=["wait", "blocker", "no-authority-seen", "approval-with-nothing-paid", "user-asked"],
+    ids=["wait", "blocker", "no-authority-seen", "approval-with-nothing-paid"],
 )
 def test_the_one_grant_that_makes_a_false_leaf_true_is_acted_on_whatever_the_model_said(
-    answer: Observation, acts: bool
+    answer: Observation,
 ) -> None:
     """Job build is suspended, the words allow resuming it, and the stop rule's only leaf is
     'Job build succeeded': the check resumes it, though the model waited or stopped short."""
     loop = Loop(stopWhen="Stop when Job build has succeeded.")
     loop.start()
     effects = _accepted(loop, answer, _build(suspended=True))
-    if not acts:
-        assert stopped_with(effects).reason is StopReason.userRequested
-        return
     step = launched(effects)
     assert step.kind is StepKind.act and step.input.action is not None
     assert step.input.action.authorizedActionId == "resume-build"

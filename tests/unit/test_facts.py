@@ -321,8 +321,8 @@ def test_a_stop_outside_authority_is_refused_while_a_named_job_runs() -> None:
         job("other", NamedIn.task, active=1, ended="Complete", succeeded=1),
     ):
         assert contradiction(seen("stop", **given_up), [still]) is None, still
-    # Waiting on it, or another reason to stop (a blocker, the user), is another matter.
+    # Waiting on it, or another reason to stop (a blocker, an approval), is another matter.
     assert contradiction(seen("wait"), [job(active=1)]) is None
-    for reason in ("materialBlocker", "userRequested"):
+    for reason in ("materialBlocker", "paidActionNotApproved"):
         stop = seen("stop", **given_up | {"stopReason": reason})
         assert contradiction(stop, [job(active=1)]) is None, reason

@@ -211,7 +211,7 @@ def test_with_approvals_on_the_same_stall_after_its_recovery_waits_for_a_person(
         for e in loop.send(ApprovalAnswered("stop", answer, ("uid-1",), "uid-1"))
         if isinstance(e, StopMonitor)
     ]
-    assert stop.reason is StopReason.blocked and "stopped the stalled run" in stop.message
+    assert stop.reason is StopReason.userRequested and "stopped the stalled run" in stop.message
 
 
 def test_a_recovery_that_moves_the_target_ends_the_stall() -> None:
@@ -311,6 +311,24 @@ def test_with_approvals_on_the_brake_asks_a_person_and_approval_runs_the_act() -
     effects = loop.send(ApprovalAnswered("go-on", answer, ("uid-1",), "uid-1"))
     assert [e.kind for e in effects if isinstance(e, LaunchStep)] == [StepKind.act]
     assert len(loop.status.health.brakeActs) == 1, "the row counts anew from the approved act"
+
+
+def test_with_approvals_on_a_person_who_rejects_the_braked_act_stops_the_run_as_asked() -> None:
+    loop = Loop(options={"approval_window": timedelta(hours=1)})
+    loop.send(Started(generation=1))
+    for n in range(BRAKE_ACTS):
+        check(loop, observation("act", action=action(failureId=f"f{n}")))
+        loop.send(StepFinished(loop.seq, result()))
+    check(loop, observation("act", action=action(failureId="again")))
+    request = loop.status.approval
+    assert request is not None and request.kind.value == "repeatedActs"
+    answer = MonitorApprovalSpec(
+        monitor="build", requestId=request.id, decision="reject", approver="alice"
+    )
+    effects = loop.send(ApprovalAnswered("stop", answer, ("uid-1",), "uid-1"))
+    assert not [e for e in effects if isinstance(e, LaunchStep)]
+    (stop,) = [e for e in effects if isinstance(e, StopMonitor)]
+    assert stop.reason is StopReason.userRequested and "stopped the repeated acts" in stop.message
 
 
 def test_steps_that_fail_to_run_are_failing_until_a_check_is_accepted() -> None:

@@ -107,6 +107,21 @@ def test_observation_whose_route_contradicts_its_states_is_rejected(
     assert rule in event.error
 
 
+@pytest.mark.parametrize(
+    "reason", ["userRequested", "protectedContractChange", "credentialWithoutAuthority"]
+)
+def test_a_stop_reason_the_operator_gives_is_no_observations_to_give(reason: str) -> None:
+    body = observation_dict("stop", goal="incomplete", work="blocked", stopReason=reason)
+    event = step_event(StepKind.observe, 5, {"phase": "Succeeded", "result": body})
+    assert isinstance(event, ObservationRejected)
+    assert f"stopReason '{reason}' is not an observation's to give" in event.error
+    blocker = observation_dict(
+        "stop", goal="incomplete", work="blocked", stopReason="materialBlocker"
+    )
+    accepted = step_event(StepKind.observe, 5, {"phase": "Succeeded", "result": blocker})
+    assert isinstance(accepted, ObservationAccepted)
+
+
 # --- what the current state stands for ------------------------------------------------
 
 

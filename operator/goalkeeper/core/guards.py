@@ -31,7 +31,7 @@ from goalkeeper.core.models import (
     SpendLedger,
     StopReason,
 )
-from goalkeeper.core.mutations import Target, covers, overlaps, parse_entry
+from goalkeeper.core.mutations import KubeTarget, Target, covers, overlaps, parse_entry
 
 # The same failure in the same target state may be acted on at most this often.
 MAX_ATTEMPTS_PER_FAILURE = 2
@@ -104,9 +104,11 @@ def authority_violation(status: MonitorStatus, action: ActionRequest) -> str | N
 
 def mutation_outside_contract(
     contract: Contract | None, action: ActionRequest, namespace: str
-) -> str | None:
-    """Why the mutation set reaches past the recorded allowed resources, or None when every
-    entry is covered by one of them (an empty set is `authority_violation`'s to refuse).
+) -> tuple[StopReason, str] | None:
+    """Why the mutation set reaches past the recorded allowed resources, as a stop reason
+    and message, or None when every entry is covered by one of them (an empty set is
+    `authority_violation`'s to refuse). An uncovered Secret is a credential the words do
+    not give (`credentialWithoutAuthority`); any other entry is `outsideAuthority`.
 
     Entries are read in the monitor's `namespace` and compared as what they name
     (`mutations.covers`): a glob, another namespace, a URL or a program is covered only by
@@ -118,17 +120,23 @@ def mutation_outside_contract(
     parsed = (parse_entry(entry, namespace) for entry in written)
     allowed = [target for target in parsed if target is not None]
     uncovered = [
-        _clip(entry)
+        (entry, target)
         for entry in action.mutationSet
-        if not _covered(parse_entry(entry, namespace), allowed)
+        if not _covered(target := parse_entry(entry, namespace), allowed)
     ]
     if not uncovered:
         return None
+    credential = any(_is_secret(target) for _, target in uncovered)
     listed = ", ".join(_clip(entry) for entry in written) or "none"
     return (
-        f"The {action.kind} action would change {_and_list(uncovered)}, which the recorded "
-        f"allowed resources ({listed}) do not cover."
+        StopReason.credentialWithoutAuthority if credential else StopReason.outsideAuthority,
+        f"The {action.kind} action would change {_and_list([_clip(e) for e, _ in uncovered])}, "
+        f"which the recorded allowed resources ({listed}) do not cover.",
     )
+
+
+def _is_secret(target: Target | None) -> bool:
+    return isinstance(target, KubeTarget) and target.group == "" and target.resource == "secrets"
 
 
 def _covered(entry: Target | None, allowed: Sequence[Target]) -> bool:

@@ -178,7 +178,9 @@ class WorkState(StrEnum):
 
 
 class ObservedStopReason(StrEnum):
-    """Why an observation asks to stop: a closed set."""
+    """Why an observation asks to stop: a closed set. An observe step answers goalComplete,
+    materialBlocker, outsideAuthority or paidActionNotApproved; the others are read only
+    from observations stored by earlier versions."""
 
     goalComplete = "goalComplete"
     materialBlocker = "materialBlocker"
@@ -187,6 +189,17 @@ class ObservedStopReason(StrEnum):
     protectedContractChange = "protectedContractChange"
     credentialWithoutAuthority = "credentialWithoutAuthority"
     userRequested = "userRequested"
+
+
+# The stops an observe step may answer. The others are the engine's to give, each from one
+# guard or answer: a protected contract or a credential an act would change, a person who
+# stopped the run.
+ANSWERED_STOPS = (
+    ObservedStopReason.goalComplete,
+    ObservedStopReason.materialBlocker,
+    ObservedStopReason.outsideAuthority,
+    ObservedStopReason.paidActionNotApproved,
+)
 
 
 class StopReason(StrEnum):
@@ -364,6 +377,16 @@ class Observation(Model):
         description="Target objects whose change would change the route: while the "
         "monitor waits, a change of one wakes it before the timer.",
     )
+
+    def unanswerable_stop(self) -> str | None:
+        """Why this observation's stop reason is not an observe step's to give; else None."""
+        if self.stopReason is None or self.stopReason in ANSWERED_STOPS:
+            return None
+        return (
+            f"stopReason '{self.stopReason.value}' is not an observation's to give (the "
+            "operator gives it when its guards or a person decide); stop with one of "
+            f"{', '.join(r.value for r in ANSWERED_STOPS)}, or take another route"
+        )
 
     def without_authority(self) -> Observation:
         """This observation without its restatement of the authority: what is stored and

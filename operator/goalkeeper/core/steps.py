@@ -245,6 +245,9 @@ def step_event(
         except ValidationError as error:
             message = f"Invalid observation: {describe_errors(error)}"
             return ObservationRejected(seq, message, usage=usage)
+        unanswerable = observation.unanswerable_stop()
+        if unanswerable is not None:
+            return ObservationRejected(seq, f"Invalid observation: {unanswerable}", usage=usage)
         refuted = contradiction(observation, status.facts, goal_rule, check, actions)
         if refuted is not None:
             return ObservationRejected(seq, f"Contradicted by the facts: {refuted}", usage=usage)

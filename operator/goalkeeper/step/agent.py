@@ -374,6 +374,9 @@ def sound(
     """The facts of the named objects, read now, unless `observation` copies the worked
     example or they refute it: then the model is told why and answers again (the engine
     would refuse it alike)."""
+    unanswerable = observation.unanswerable_stop()
+    if unanswerable is not None:
+        raise ModelRetry(f"{unanswerable}.")
     if worked_example:
         copied = prompts.copied_from_example(observation.model_dump(mode="json"))
         if copied is not None:

@@ -58,10 +58,10 @@ an action request (route act); another step will do it after the operator checks
   the next check before its timer.
 - act: the goal is incomplete, the target is idle, failed or stuck, and one safe action that
   the user already authorized would move it forward. Give exactly one action request.
-- stop: the goal is complete, or it cannot continue safely: a material blocker, an action
-  outside recorded authority, a paid action without approval or over its limit, a change to
-  a protected contract (provider, runtime, method, data), a credential without authority,
-  or the user asked to stop. Give the stopReason.
+- stop: the goal is complete (goalComplete), or it cannot continue safely: a material
+  blocker the target shows (materialBlocker), no recorded action covers what the goal needs
+  (outsideAuthority), or a paid action without approval or over its limit
+  (paidActionNotApproved). Give the stopReason.
 Report the goal state (complete, incomplete, unknown) and the target's work state (running,
 idle, waiting, failed, blocked, complete, unknown) as separate facts.
 

@@ -30,6 +30,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 
 from goalkeeper.core.models import (
+    ANSWERED_STOPS,
     ActionKind,
     GoalState,
     ObservedStopReason,
@@ -41,7 +42,7 @@ Json = dict[str, Any]
 SHARED = "Observation_"
 NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
 OPEN_GOALS = [GoalState.incomplete.value, GoalState.unknown.value]
-OTHER_STOPS = [r.value for r in ObservedStopReason if r is not ObservedStopReason.goalComplete]
+OTHER_STOPS = [r.value for r in ANSWERED_STOPS if r is not ObservedStopReason.goalComplete]
 # The facts before the decision: a model writes what it saw, then routes on it.
 FIRST = ("observation", "work", "goal", "route", "reason")
 TEXT_MAX = {"observation": 600, "evidence": 600, "report": 400}

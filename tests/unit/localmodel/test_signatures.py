@@ -117,8 +117,7 @@ def test_the_routed_observation_reads_as_its_fields_and_one_line_per_case() -> N
         "no watch, stopReason",
         '  - goal: "complete"; route: "stop"; stopReason: "goalComplete"; no watch, action',
         '  - route: "stop"; stopReason: "materialBlocker" | "outsideAuthority" | '
-        '"paidActionNotApproved" | "protectedContractChange" | "credentialWithoutAuthority" | '
-        '"userRequested"; no watch, action',
+        '"paidActionNotApproved"; no watch, action',
     ]
     # The facts come first, in the signature as in the schema.
     assert lines[0].startswith("final_result(observation, work, goal, route,")

@@ -181,7 +181,7 @@ class Asking(Scheduling):
             return forbidden
         uncovered = guards.mutation_outside_contract(st.contract, action, namespace)
         if uncovered is not None:
-            return StopReason.outsideAuthority, uncovered
+            return uncovered
         synced = self.synced_refusal(action)
         return None if synced is None else (StopReason.blocked, synced)
 
@@ -264,7 +264,7 @@ class Asking(Scheduling):
             if approve:
                 self.launch_observe()
             else:
-                self.final_stop(StopReason.blocked, f"{who} stopped the stalled run{said}")
+                self.final_stop(StopReason.userRequested, f"{who} stopped the stalled run{said}")
             return
         if request.kind is ApprovalKind.repeatedActs:
             assert request.action is not None
@@ -273,7 +273,7 @@ class Asking(Scheduling):
                 st.health = st.health.model_copy(update={"brakeActs": []})
                 self.launch_action(request.action)
             else:
-                self.final_stop(StopReason.blocked, f"{who} stopped the repeated acts{said}")
+                self.final_stop(StopReason.userRequested, f"{who} stopped the repeated acts{said}")
             return
         if request.kind is ApprovalKind.authority:
             assert st.authority is not None

@@ -428,7 +428,7 @@ class Turn(Asking):
         namespace = self.context.namespace
         uncovered = guards.mutation_outside_contract(self.status.contract, action, namespace)
         if uncovered is not None:
-            return StopReason.outsideAuthority, uncovered
+            return uncovered
         synced = self.synced_refusal(action)
         if synced is not None:
             return StopReason.blocked, synced
