@@ -293,14 +293,62 @@ ROWS: list[tuple[str, str | tuple[str, str], list[str]]] = [
         ],
     ),
     (
+        # Which object "it" is, only a model can tell: a judged give-up, the typed part stands.
         "it-with-two-objects",
         "Stop when Job a1 and Job b1 have succeeded, or when it fails.",
-        ['done when: judged "Job a1 and Job b1 have succeeded, or when it fails"'],
+        ["done when: Job a1 succeeded AND Job b1 succeeded", 'give up when: judged "it fails"'],
     ),
     (
         "it-not-a-subject",
         "Stop when Job x has succeeded, or when it is clear it cannot finish.",
-        ['done when: judged "Job x has succeeded, or when it is clear it cannot finish"'],
+        ["done when: Job x succeeded", 'give up when: judged "it is clear it cannot finish"'],
+    ),
+    (
+        # A last alternative the grammar cannot read may mean giving up: it never completes.
+        "unread-alternative-gives-up",
+        "Stop when Job ledger has succeeded, or when it cannot finish without a change this "
+        "task does not allow.",
+        [
+            "done when: Job ledger succeeded",
+            'give up when: judged "it cannot finish without a change this task does not allow"',
+        ],
+    ),
+    (
+        "unread-alternative-after-a-workload",
+        "Stop when Deployment indexer has one available replica, or when getting there would "
+        "take a change this task forbids.",
+        [
+            "done when: Deployment indexer available >= 1",
+            'give up when: judged "getting there would take a change this task forbids"',
+        ],
+    ),
+    (
+        "unread-alternative-of-a-person",
+        "Stop when Job transcode has succeeded, or when nobody approves the spending.",
+        [
+            "done when: Job transcode succeeded",
+            'give up when: judged "nobody approves the spending"',
+        ],
+    ),
+    (
+        "unread-alternative-with-its",
+        "Stop when Job export has succeeded, or when its re-run has failed too.",
+        ["done when: Job export succeeded", 'give up when: judged "its re-run has failed too"'],
+    ),
+    (
+        # "unless" may reach over every alternative before it: judged whole.
+        "unread-alternative-that-reaches-back",
+        "Stop when Job export has succeeded, or when Job backup has, unless it is a holiday.",
+        [
+            'done when: judged "Job export has succeeded, or when Job backup has, unless it is '
+            'a holiday"'
+        ],
+    ),
+    (
+        # With no typed alternative, nothing anchors the rule: judged whole, as before.
+        "only-unread-alternatives",
+        "Stop when the dashboard is green, or when nobody needs the report any more.",
+        ['done when: judged "the dashboard is green, or when nobody needs the report any more"'],
     ),
     (
         "no-pods-crash-typed",

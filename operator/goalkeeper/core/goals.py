@@ -966,8 +966,51 @@ def _segment(c: _Text, ctx: _Context, mode: str) -> tuple[_Dnf, list[GoalLeaf]]:
                 done.append(group)
         return done, give_up
     except _NoParse:
+        split = _judged_alternative(c, ctx) if mode == "done" else None
+        if split is not None:
+            return split
         whole = _leaf(LeafKind.judged, c.quote(0, len(c.words)))
         return ([[whole]], []) if mode == "done" else ([], [whole])
+
+
+# Words by which a last alternative may reach over those before it ("…, unless …").
+_REACHING = _set("unless except otherwise instead rather only but nor neither")
+
+
+def _judged_alternative(c: _Text, ctx: _Context) -> tuple[_Dnf, list[GoalLeaf]] | None:
+    """A condition whose last alternative the grammar cannot read, after ones it reads with
+    a typed leaf in each ("Job a has succeeded, or when it cannot finish without a change
+    this task allows"): those stand, and the last is a judged give-up. Whether it meant the
+    goal or giving up only a model can tell, and so it may end the run but never as
+    complete: a false typed leaf keeps every done group false. None when no such split is
+    there, or the last alternative may reach over the others."""
+    for i in range(len(c.words) - 2, 0, -1):
+        if c.words[i] != "or":
+            continue
+        last = c.part(i + 1, len(c.words))
+        last.take_any(_WHEN)
+        if len(last.words) - last.at < 2 or _REACHING & set(last.words[last.at :]):
+            return None
+        if _readable(last.part(last.at, len(last.words)), ctx):
+            return None  # the condition failed to read elsewhere ("either … or … and")
+        try:
+            done, give_up = _segment(c.part(0, i - (c.words[i - 1] == ",")), ctx, "done")
+        except _NoParse:
+            return None
+        typed = all(any(leaf.kind is not LeafKind.judged for leaf in g) for g in done)
+        if not done or not typed:
+            return None
+        return done, [*give_up, _leaf(LeafKind.judged, last.quote(last.at, len(last.words)))]
+    return None
+
+
+def _readable(c: _Text, ctx: _Context) -> bool:
+    """Whether the words read as a condition with some typed leaf."""
+    try:
+        groups = _clause(c, _Context(ctx.namespace, ctx.kinds))
+    except _NoParse:
+        return False
+    return any(leaf.kind is not LeafKind.judged for group in groups for leaf in group)
 
 
 def _switch(c: _Text, at: int) -> int | None:
