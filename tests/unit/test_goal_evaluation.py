@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.support.observations import observation_dict
 
+from goalkeeper.core.engine import ObservationAccepted, ObservationRejected
 from goalkeeper.core.goals import (
     GoalLeaf,
     GoalRule,
@@ -33,7 +35,9 @@ from goalkeeper.core.models import (
     ObservedStopReason,
     PodExit,
     PodsFacts,
+    StepKind,
 )
+from goalkeeper.core.steps import step_event
 
 NS = "shop"
 
@@ -617,6 +621,29 @@ def test_not_flips_a_known_value(
         w = other.leaves[i].value
         assert (v.value, w) in ((None, None), (True, False), (False, True))
         assert v.reason == other.leaves[i].reason
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules(), facts, st.integers(0, 5))
+def test_a_complete_claim_while_every_done_group_has_a_false_leaf_is_never_accepted(
+    rule: GoalRule, read: list[ObjectFacts], checks: int
+) -> None:
+    """The operator's boundary: a model's goalComplete, its judged leaves all affirmed, is
+    accepted as a check only if some done group could hold on the facts the step read."""
+    claim = observation_dict("stop", goal="complete", work="complete", stopReason="goalComplete")
+    raw = {
+        "phase": "Succeeded",
+        "result": claim,
+        "facts": [f.model_dump(mode="json", exclude_none=True) for f in read],
+    }
+    event = step_event(StepKind.observe, 1, raw, goal_rule=rule, check=checks)
+    affirmed = {leaf.id: True for leaf in rule.leaves() if leaf.kind is LeafKind.judged}
+    found = evaluate(rule, read, checks=checks, unchanged=0, judged=affirmed)
+    refuted = [any(found.leaves[leaf.id].value is False for leaf in g) for g in rule.done]
+    if rule.done and all(refuted):
+        assert isinstance(event, ObservationRejected), found.leaves
+    if isinstance(event, ObservationAccepted):
+        assert not rule.done or not all(refuted)
 
 
 def test_a_check_is_settled_by_the_facts_only_when_a_whole_group_holds_typed() -> None:
