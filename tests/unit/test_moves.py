@@ -9,7 +9,7 @@ import pytest
 from goalkeeper.core import reading
 from goalkeeper.core.goals import read_stop_rule
 from goalkeeper.core.models import FactKind, JobEnd, NamedIn, ObjectFacts, Words
-from goalkeeper.core.moves import applicable_moves, coming_leaves, coming_moves
+from goalkeeper.core.moves import applicable_moves, coming_leaves, coming_moves, settled_move
 
 NS = "shop"
 
@@ -322,3 +322,27 @@ def test_coming_leaves(stop_when: str, facts: list[ObjectFacts], expected: list[
     found = coming_leaves(rule, facts, checks=1)
     assert [leaf.quote for leaf, _, _ in found] == expected
     assert all(value.value is False and ref.namespace == "" for _, value, ref in found)
+
+
+@pytest.mark.parametrize(
+    ("facts", "acts"),
+    [
+        pytest.param([MIGRATED, OLD_WEB], "scale-old-web", id="the-grant-moves"),
+        pytest.param([MIGRATING, OLD_WEB], None, id="its-condition-is-unmet"),
+        pytest.param([MIGRATED, OLD_WEB_DOWN], None, id="the-goal-holds"),
+    ],
+)
+def test_a_check_the_model_left_unanswered_is_settled_by_a_grant_that_moves(
+    facts: list[ObjectFacts], acts: str | None
+) -> None:
+    grants = reading.read([(Words.task, SCALE_AFTER)]).grants
+    rule = read_stop_rule(BOTH, NS, SCALE_AFTER)
+    found = settled_move(rule, grants, facts, checks=2, unanswered="a wait while idle")
+    if acts is None:
+        assert found is None
+        return
+    assert found is not None and found.route.value == "act" and found.action is not None
+    assert found.action.authorizedActionId == acts
+    assert found.action.mutationSet == ["deployments/old-web"]
+    assert found.reason.startswith("The model gave no valid answer (a wait while idle)")
+    assert '"Deployment old-web has 0 replicas" does not hold' in found.report

@@ -166,6 +166,17 @@ def extract_running() -> tuple[ObjectFacts, ...]:
     )
 
 
+def test_an_observe_step_carries_the_stop_rule_and_the_typed_grants_in_force() -> None:
+    # By them the step answers a check the model leaves unanswered (step/agent.py).
+    loop = Loop(stopWhen="Stop when Job build has succeeded.")
+    effects = loop.start()
+    (step,) = [e for e in effects if isinstance(e, LaunchStep)]
+    assert step.kind is StepKind.observe
+    record = loop.status.authority
+    assert record is not None and record.typedGrants
+    assert step.input.grants == record.typedGrants and step.input.goal == record.goal
+
+
 def test_a_stop_short_while_a_grant_waits_for_a_running_job_is_a_wait_on_that_job() -> None:
     loop = conditional_loop()
     effects = loop.send(ObservationAccepted(loop.seq, STOP_SHORT, facts=extract_running() + BUILD))

@@ -1530,6 +1530,12 @@ class StepInput(Model):
         description="For an observe step: the stop rule as predicates; when the facts the "
         "step's code reads settle it, the step answers without a model.",
     )
+    grants: Annotated[list[TypedGrant], Field(max_length=TYPED_MAX)] = Field(
+        default_factory=list,
+        description="For an observe step: the typed grants in force; when the model gives no "
+        "valid answer and one of them makes a false predicate true, the step answers with "
+        "that act.",
+    )
 
 
 # --- the MonitorStep resource ------------------------------------------------------------

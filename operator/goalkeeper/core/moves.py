@@ -15,18 +15,24 @@ from goalkeeper.core import authority, reading
 from goalkeeper.core.goals import LeafValue, evaluate
 from goalkeeper.core.models import (
     _WORKLOADS,
+    LIST_ENTRY_MAX,
     ActionKind,
     ActionRequest,
     ConditionState,
     GoalLeaf,
     GoalRule,
+    GoalState,
     GrantCondition,
     GrantVerb,
     LeafKind,
     ObjectFacts,
     ObjectRef,
+    Observation,
+    Route,
     TypedGrant,
+    WorkState,
 )
+from goalkeeper.core.progress import clip
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,41 @@ def applicable_moves(
         if move.grant.paid is paid
         and (move.grant.condition is None or authority.condition_holds(move.grant.condition, facts))
     ]
+
+
+def settled_move(
+    rule: GoalRule | None,
+    grants: Sequence[TypedGrant],
+    facts: Sequence[ObjectFacts],
+    *,
+    checks: int,
+    unanswered: str,
+) -> Observation | None:
+    """The check's observation when the model gave no valid answer (`unanswered` says what
+    it was last told) and a grant makes a false leaf true by the facts: that act, the first
+    in the person's order, as the engine would take it over a wait. None when none does."""
+    found = applicable_moves(rule, grants, facts, checks=checks)
+    if not found:
+        return None
+    move = found[0]
+    action = move.action()
+    said = clip(
+        f"{action.incomplete}; grant {move.grant.id} ({action.action}) makes it hold.",
+        LIST_ENTRY_MAX,
+    )
+    return Observation(
+        route=Route.act,
+        goal=GoalState.incomplete,
+        work=WorkState.idle,
+        observation=said,
+        report=said,
+        reason=clip(
+            f"The model gave no valid answer ({unanswered}); settled by the facts and the "
+            f"person's grant: {said}",
+            LIST_ENTRY_MAX,
+        ),
+        action=action,
+    )
 
 
 def coming_moves(

@@ -48,6 +48,7 @@ from goalkeeper.core.models import (
     StepKind,
     StepUsage,
 )
+from goalkeeper.core.moves import settled_move
 from goalkeeper.step import facts, prompts
 from goalkeeper.step.credentials import KEY_SOURCE_VAR
 from goalkeeper.step.errors import ERROR_MAX, RunFacts, explain, limit_hit
@@ -273,6 +274,17 @@ async def run_observe(
     if outcome.error_kind is StepErrorKind.invalidOutput and refusals.last:
         # What the model was last told, for the record and the next check's prompt.
         outcome.error = f"{outcome.error} Its last answer: {refusals.last}"[:ERROR_MAX]
+    if outcome.error_kind is StepErrorKind.invalidOutput:
+        named = facts.facts_of(_named_objects(step_input, tools), step_input.goal)
+        told = refusals.last or outcome.error or "no answer"
+        moved = settled_move(
+            step_input.goal, step_input.grants, named, checks=step_input.check, unanswered=told
+        )
+        if moved is not None:
+            if log is not None:
+                log.emit("settled", by="grant", report=moved.report)
+            result = moved.model_dump(mode="json", exclude_none=True)
+            return StepOutcome(result, outcome.usage, facts=named)
     if outcome.result is not None:
         # Read again now: the claims are held against the state they were made in.
         action = outcome.result.get("action") or {}

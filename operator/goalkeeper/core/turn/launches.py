@@ -149,6 +149,11 @@ class Launching(TurnBase):
                     if st.authority is not None and kind is StepKind.observe
                     else None
                 ),
+                grants=(
+                    st.authority.typedGrants
+                    if st.authority is not None and kind is StepKind.observe
+                    else []
+                ),
             )
         self.effects.append(LaunchStep(st.stepSeq, kind, step_input, self.now))
         if kind in (StepKind.observe, StepKind.extract):
