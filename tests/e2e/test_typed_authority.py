@@ -133,3 +133,28 @@ def test_a_conditional_grant_acts_only_once_its_condition_holds(
     started = act["metadata"]["creationTimestamp"]
     assert finished is not None and started >= finished.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert act["status"]["usage"]["requests"] == 0 and scenario.acts == 0
+
+
+@pytest.mark.operator_env(GOALKEEPER_OUTPUT_RETRIES="0")
+def test_a_check_the_model_leaves_without_a_valid_answer_takes_the_grant_that_moves(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    cluster.target()  # Job build, suspended: "You may resume Job build." makes it succeed
+
+    def invalid_while_held(facts: Facts, n: int) -> dict[str, Any]:
+        if facts.suspended:
+            # A wait while the Job is idle breaks the route rules: never a valid answer.
+            return observation("wait", "incomplete", "idle", facts, "Idle.", **UNSTATED)
+        return until_done(facts, n)
+
+    model.default = scenario = Scenario(cluster.ns, invalid_while_held)
+    cluster.create_monitor(stopWhen=STOP, everyMinutes=1)
+    stopped = wait_until(cluster.stopped, 240, "the monitor to finish", operator.logs)
+    assert stopped["stop"]["reason"] == "goalComplete"
+    assert cluster.events("ObservationRejected") == [], "the check was not lost as invalid"
+    first = next(s for s in cluster.steps() if s["spec"]["kind"] == "observe")
+    assert first["status"]["usage"]["requests"] >= 1, "the model was asked"
+    result = first["status"]["result"]
+    assert result["route"] == "act" and result["action"]["authorizedActionId"] == "resume-build"
+    assert result["reason"].startswith("The model gave no valid answer")
+    assert cluster.step_kinds()[:3] == ["extract", "observe", "act"] and scenario.acts == 0
