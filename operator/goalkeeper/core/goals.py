@@ -980,7 +980,7 @@ _REACHING = _set("unless except otherwise instead rather only but nor neither")
 def _judged_alternative(c: _Text, ctx: _Context) -> tuple[_Dnf, list[GoalLeaf]] | None:
     """A condition whose last alternative the grammar cannot read, after ones it reads with
     a typed leaf in each ("Job a has succeeded, or when it cannot finish without a change
-    this task allows"): those stand, and the last is a judged give-up. Whether it meant the
+    this task forbids"): those stand, and the last is a judged give-up. Whether it meant the
     goal or giving up only a model can tell, and so it may end the run but never as
     complete: a false typed leaf keeps every done group false. None when no such split is
     there, or the last alternative may reach over the others."""
