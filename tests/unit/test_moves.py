@@ -9,7 +9,13 @@ import pytest
 from goalkeeper.core import reading
 from goalkeeper.core.goals import read_stop_rule
 from goalkeeper.core.models import FactKind, JobEnd, NamedIn, ObjectFacts, Words
-from goalkeeper.core.moves import applicable_moves, coming_leaves, coming_moves, settled_move
+from goalkeeper.core.moves import (
+    applicable_moves,
+    coming_leaves,
+    coming_moves,
+    offered_acts,
+    settled_move,
+)
 
 NS = "shop"
 
@@ -346,3 +352,49 @@ def test_a_check_the_model_left_unanswered_is_settled_by_a_grant_that_moves(
     assert found.action.mutationSet == ["deployments/old-web"]
     assert found.reason.startswith("The model gave no valid answer (a wait while idle)")
     assert '"Deployment old-web has 0 replicas" does not hold' in found.report
+
+
+WEB_NAMED = fact(FactKind.Deployment, "web", replicas=1, availableReplicas=1).model_copy(
+    update={"namedIn": [NamedIn.stopWhen, NamedIn.task]}
+)
+JUDGED_RULE = "Stop when every running pod of web reads the new settings."
+
+
+@pytest.mark.parametrize(
+    ("task", "stop_when", "facts", "offered"),
+    [
+        pytest.param("You may restart Deployment web.", JUDGED_RULE, [WEB_NAMED], ["restart-web"]),
+        pytest.param(
+            "You may restart Deployment web.",
+            "Stop when Deployment web has 3 available replicas.",
+            [WEB_NAMED],
+            [],
+            id="typed-leaves-decide",
+        ),
+        pytest.param(
+            "You may restart Deployment web once Job migrate has succeeded.",
+            JUDGED_RULE,
+            [WEB_NAMED, MIGRATING],
+            [],
+            id="condition-unmet",
+        ),
+        pytest.param(
+            "You may scale Deployment web to 1.", JUDGED_RULE, [WEB_NAMED], [], id="changes-nothing"
+        ),
+        pytest.param(
+            "You may restart Deployment web.",
+            JUDGED_RULE,
+            [WEB_NAMED.model_copy(update={"namedIn": [NamedIn.task]})],
+            [],
+            id="not-named-by-the-rule",
+        ),
+    ],
+)
+def test_the_acts_offered_to_the_person_under_a_judged_stop_rule(
+    task: str, stop_when: str, facts: list[ObjectFacts], offered: list[str]
+) -> None:
+    grants = reading.read([(Words.task, task)]).grants
+    rule = read_stop_rule(stop_when, NS, task)
+    found = offered_acts(rule, grants, facts)
+    assert [a.authorizedActionId for a in found] == offered
+    assert all(a.failureId == f"{a.authorizedActionId}-offered" for a in found)

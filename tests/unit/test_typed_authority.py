@@ -11,8 +11,15 @@ from tests.support.engine_loop import Loop
 from tests.support.observations import TASK, action, extraction, observation
 
 from goalkeeper.core import authority
-from goalkeeper.core.engine import ApprovalAnswered, LaunchStep, ObservationAccepted, TimerDue
+from goalkeeper.core.engine import (
+    ApprovalAnswered,
+    LaunchStep,
+    ObservationAccepted,
+    StepFinished,
+    TimerDue,
+)
 from goalkeeper.core.models import (
+    ActionResult,
     ApprovalDecision,
     ApprovalKind,
     ConditionStatus,
@@ -510,3 +517,87 @@ def test_a_held_back_grant_the_facts_do_not_need_asks_nobody() -> None:
     wait = observation("wait", contract=None, authorizedActions=None)
     loop.send(ObservationAccepted(loop.seq, wait, facts=live))
     assert loop.status.approval is None and loop.status.schedule is not None
+
+
+RESTART = "You may restart Deployment web."
+JUDGED = "Stop when every running pod of web reads the new settings."
+
+
+def offered_loop(stop_when: str = JUDGED) -> Loop:
+    grant = {"id": "restart-web", "description": "Restart Deployment web.", "quote": RESTART}
+    loop = Loop(
+        task=RESTART,
+        stopWhen=stop_when,
+        extraction=extraction(
+            authorizedActions=[grant],
+            allowedResources=[{"entry": "deployments/web", "quote": RESTART}],
+        ),
+    )
+    loop.start()
+    return loop
+
+
+WEB = (
+    ObjectFacts(
+        kind=FactKind.Deployment,
+        name="web",
+        namedIn=[NamedIn.stopWhen, NamedIn.task],
+        replicas=1,
+        availableReplicas=1,
+        updatedReplicas=1,
+    ),
+)
+
+
+def test_a_stop_for_want_of_authority_while_the_persons_grant_applies_is_offered_to_them() -> None:
+    """A judged stop rule: no typed leaf says whether the restart moves the goal. The model
+    saw no grant; the person's own restart applies now to web, which their rule names: they
+    are asked, and their approval runs it, once a run."""
+    loop = offered_loop()
+    assert loop.status.authority is not None and [
+        g.id for g in loop.status.authority.typedGrants
+    ] == ["restart-web"]
+    effects = loop.send(ObservationAccepted(loop.seq, STOP_SHORT, facts=WEB))
+    assert loop.status.stop is None and launched(effects) == []
+    request = loop.status.approval
+    assert request is not None and request.action is not None
+    assert request.action.authorizedActionId == "restart-web"
+    assert "the model found no grant for what the goal needs" in request.message
+    effects = answer(loop, request.id)
+    assert launched(effects) == [StepKind.act]
+    loop.send(StepFinished(loop.seq, ActionResult(outcome="succeeded", evidence="restarted")))
+    # The same stop after the act stands: the offer is made once a run.
+    effects = loop.send(ObservationAccepted(loop.seq, STOP_SHORT, facts=WEB))
+    assert loop.status.stop is not None
+    assert loop.status.stop.reason is StopReason.outsideAuthority
+
+
+@pytest.mark.parametrize(
+    ("stop_when", "facts", "answer_"),
+    [
+        pytest.param(JUDGED, WEB, "materialBlocker", id="a-blocker-is-the-models"),
+        pytest.param(
+            "Stop when Deployment web has 3 available replicas.",
+            WEB,
+            "outsideAuthority",
+            id="typed-leaves-decide-by-moves",
+        ),
+        pytest.param(
+            JUDGED,
+            (WEB[0].model_copy(update={"namedIn": [NamedIn.task]}),),
+            "outsideAuthority",
+            id="an-object-the-rule-does-not-name",
+        ),
+    ],
+)
+def test_no_act_is_offered_where_the_grant_is_not_in_question(
+    stop_when: str, facts: tuple[ObjectFacts, ...], answer_: str
+) -> None:
+    loop = offered_loop(stop_when)
+    stop = observation(
+        "stop", goal="incomplete", work="blocked", stopReason=answer_, contract=None,
+        authorizedActions=None,
+    )  # fmt: skip
+    loop.send(ObservationAccepted(loop.seq, stop, facts=facts))
+    assert loop.status.approval is None
+    assert loop.status.stop is not None

@@ -25,6 +25,7 @@ from goalkeeper.core.models import (
     GrantCondition,
     GrantVerb,
     LeafKind,
+    NamedIn,
     ObjectFacts,
     ObjectRef,
     Observation,
@@ -162,6 +163,44 @@ def coming_leaves(
         if authority.condition_coming(GrantCondition(object=ref, state=state), facts):
             coming.append((leaf, value, ref))
     return coming
+
+
+# Verbs whose effect the facts read: a key's value or a repair's is not.
+_OFFERABLE = frozenset(GrantVerb) - {GrantVerb.setKey, GrantVerb.repair}
+
+
+def offered_acts(
+    rule: GoalRule | None, grants: Sequence[TypedGrant], facts: Sequence[ObjectFacts]
+) -> list[ActionRequest]:
+    """For a stop rule no typed leaf decides: the act of each unpaid grant on an object the
+    stop rule names whose condition holds and whose act would change something the facts
+    show. Whether it moves the goal only the person who wrote both can say, so such an act
+    is offered to them, never taken alone."""
+    if rule is not None and any(leaf.kind is not LeafKind.judged for leaf in rule.leaves()):
+        return []  # typed leaves decide by moves
+    named = {(f.kind.value, f.name) for f in facts if NamedIn.stopWhen in f.namedIn}
+    return [
+        ActionRequest(
+            kind=ActionKind.recover if grant.verb is GrantVerb.rerun else ActionKind.advance,
+            incomplete="The model saw no grant for what the goal needs.",
+            evidence=f"{grant.object.ref} is named by the stop rule, and the grant applies now.",
+            action=reading.grant_line(grant),
+            authorizedActionId=grant.id,
+            authorityBasis=f'The words say: "{grant.quote}"',
+            mutationSet=[authority.entry_of(grant.object)],
+            verification="The next check reads the stop rule again.",
+            failureId=f"{grant.id}-offered",
+            targetStateId=f"{grant.id}-offered",
+        )
+        for grant in grants
+        if grant.object is not None
+        and not grant.object.namespace
+        and (grant.object.kind, grant.object.name) in named
+        and grant.verb in _OFFERABLE
+        and not grant.paid
+        and (grant.condition is None or authority.condition_holds(grant.condition, facts))
+        and authority.precondition_unmet(grant, facts) is None
+    ]
 
 
 def _false_leaf_moves(

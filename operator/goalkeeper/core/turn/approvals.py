@@ -40,18 +40,24 @@ class Asking(Scheduling):
         action: ActionRequest | None,
         *,
         held: moves.Move | None = None,
+        offered: bool = False,
     ) -> None:
         """Pause the act (or, with no action, a stop the observation saw no grant to avoid,
         or a wait on a false leaf that only a `held` back grant moves) until a person
         confirms what was read from the task (`goalkeeper authority NAME --confirm`, or an
-        approval of the request)."""
+        approval of the request). An `offered` act is one the model did not ask for, under
+        a grant of theirs that may be what the goal needs."""
         assert self.status.authority is not None
         read = "; ".join(authority.describe(self.status.authority))
-        why = (
-            "goalkeeper could not read every sentence of the task with certainty"
-            if self.status.authority.unclear
-            else "the operator asks a person to confirm each reading"
-        )
+        if offered:
+            why = (
+                "the model found no grant for what the goal needs, while yours applies now to "
+                "an object the stop rule names, and only you can say whether it moves the goal"
+            )
+        elif self.status.authority.unclear:
+            why = "goalkeeper could not read every sentence of the task with certainty"
+        else:
+            why = "the operator asks a person to confirm each reading"
         then = (
             f"runs '{action.action}'"
             if action is not None

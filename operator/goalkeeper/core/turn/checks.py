@@ -114,6 +114,10 @@ class Turn(Asking):
             # The model saw no grant for what the goal needs, while words that may give one
             # wait for a person: that person decides, not the model.
             self.await_confirmation(observation, None)
+        elif (offered := self.offered_act(observation)) is not None:
+            # The model saw no grant for what the goal needs, while one of the person's own
+            # applies now to an object their stop rule names: they say whether it is one.
+            self.await_confirmation(observation, offered, offered=True)
         elif (held := self.held_back_move(observation)) is not None:
             # The act the stop rule needs is a grant unclear words hold back: waiting on
             # would only reach the safety limit, so the person who wrote them is asked now.
@@ -154,6 +158,19 @@ class Turn(Asking):
             return None
         found = self.moves_over(self.status.authority.typedGrants)
         return self.routed(observation, found[0]) if found else None
+
+    def offered_act(self, observation: Observation) -> ActionRequest | None:
+        """The act to offer the person when the model stopped for want of authority under a
+        stop rule no typed leaf decides, while a grant of theirs applies now to an object
+        the rule names (`moves.offered_acts`), once a run; else None."""
+        record = self.status.authority
+        if record is None or observation.route is not Route.stop:
+            return None
+        if self.stop_reason(observation)[0] is not StopReason.outsideAuthority:
+            return None
+        tried = {a.failureId for a in self.status.attempts}
+        found = moves.offered_acts(record.goal, record.typedGrants, self.facts)
+        return next((a for a in found if a.failureId not in tried), None)
 
     def waits_or_stops_short(self, observation: Observation) -> bool:
         """Whether the model waited, stopped short of the goal (a blocker, or no authority
