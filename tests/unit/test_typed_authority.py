@@ -601,3 +601,30 @@ def test_no_act_is_offered_where_the_grant_is_not_in_question(
     loop.send(ObservationAccepted(loop.seq, stop, facts=facts))
     assert loop.status.approval is None
     assert loop.status.stop is not None
+
+
+def test_a_wait_on_objects_that_read_the_same_is_offered_the_persons_grant_at_the_third() -> None:
+    loop = offered_loop()
+    waiting = observation("wait", contract=None, authorizedActions=None)
+    for check in (1, 2):
+        loop.send(ObservationAccepted(loop.seq, waiting, facts=WEB, facts_print="same"))
+        assert loop.status.approval is None and loop.status.checks == check
+        loop.later(60)
+        loop.send(TimerDue())
+    # A third check reads the same: waiting on would only reach the safety limit.
+    loop.send(ObservationAccepted(loop.seq, waiting, facts=WEB, facts_print="same"))
+    request = loop.status.approval
+    assert request is not None and request.action is not None
+    assert request.action.authorizedActionId == "restart-web"
+    assert "the goal's objects read the same for 3 checks" in request.message
+    assert launched(answer(loop, request.id)) == [StepKind.act]
+
+
+def test_a_wait_on_objects_that_move_is_not_offered_anything() -> None:
+    loop = offered_loop()
+    waiting = observation("wait", contract=None, authorizedActions=None)
+    for check in (1, 2, 3, 4):
+        loop.send(ObservationAccepted(loop.seq, waiting, facts=WEB, facts_print=f"p{check}"))
+        assert loop.status.approval is None
+        loop.later(60)
+        loop.send(TimerDue())

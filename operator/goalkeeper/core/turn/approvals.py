@@ -40,19 +40,19 @@ class Asking(Scheduling):
         action: ActionRequest | None,
         *,
         held: moves.Move | None = None,
-        offered: bool = False,
+        offered: str = "",
     ) -> None:
         """Pause the act (or, with no action, a stop the observation saw no grant to avoid,
         or a wait on a false leaf that only a `held` back grant moves) until a person
         confirms what was read from the task (`goalkeeper authority NAME --confirm`, or an
-        approval of the request). An `offered` act is one the model did not ask for, under
-        a grant of theirs that may be what the goal needs."""
+        approval of the request). An act `offered` (saying why) is one the model did not ask
+        for, under a grant of theirs that may be what the goal needs."""
         assert self.status.authority is not None
         read = "; ".join(authority.describe(self.status.authority))
         if offered:
             why = (
-                "the model found no grant for what the goal needs, while yours applies now to "
-                "an object the stop rule names, and only you can say whether it moves the goal"
+                f"{offered}, while your grant applies now to an object the stop rule names, "
+                "and only you can say whether it moves the goal"
             )
         elif self.status.authority.unclear:
             why = "goalkeeper could not read every sentence of the task with certainty"

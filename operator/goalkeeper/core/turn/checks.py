@@ -33,6 +33,9 @@ from goalkeeper.core.progress import clip, summary_line, update_tracks
 from goalkeeper.core.turn.approvals import Asking
 from goalkeeper.core.turn.base import safety_limit_message
 
+# Checks in a row that read the goal's objects the same before a wait's grant is offered.
+OFFER_AFTER_UNCHANGED = 3
+
 
 class Turn(Asking):
     def started(self, generation: int | None) -> None:
@@ -80,13 +83,12 @@ class Turn(Asking):
         st.health = health.read_same(st.health, facts_print, st.checks)
 
         widening = self.record_authority(observation)
-        since = st.health.factsSince
         recorded = st.authority.recordedAt if st.authority is not None else None
         given_up = goals.given_up(
             st.authority.goal if st.authority is not None else None,
             self.facts,
             checks=st.checks,
-            unchanged=st.checks - since + 1 if since else 0,
+            unchanged=self.unchanged_row(),
             minutes=int((self.now - recorded).total_seconds() // 60) if recorded else None,
         )
         if widening is None and given_up is None:
@@ -115,9 +117,16 @@ class Turn(Asking):
             # wait for a person: that person decides, not the model.
             self.await_confirmation(observation, None)
         elif (offered := self.offered_act(observation)) is not None:
-            # The model saw no grant for what the goal needs, while one of the person's own
-            # applies now to an object their stop rule names: they say whether it is one.
-            self.await_confirmation(observation, offered, offered=True)
+            # The model saw no grant for what the goal needs, or waits on objects that do not
+            # move, while one of the person's grants applies now to an object their stop rule
+            # names: they say whether it is what the goal needs.
+            said = (
+                "the model found no grant for what the goal needs"
+                if observation.route is Route.stop
+                else f"the model waits while the goal's objects read the same for "
+                f"{self.unchanged_row()} checks"
+            )
+            self.await_confirmation(observation, offered, offered=said)
         elif (held := self.held_back_move(observation)) is not None:
             # The act the stop rule needs is a grant unclear words hold back: waiting on
             # would only reach the safety limit, so the person who wrote them is asked now.
@@ -159,14 +168,24 @@ class Turn(Asking):
         found = self.moves_over(self.status.authority.typedGrants)
         return self.routed(observation, found[0]) if found else None
 
+    def unchanged_row(self) -> int:
+        """How many checks in a row, this one included, read the goal's objects the same."""
+        since = self.status.health.factsSince
+        return self.status.checks - since + 1 if since else 0
+
     def offered_act(self, observation: Observation) -> ActionRequest | None:
-        """The act to offer the person when the model stopped for want of authority under a
-        stop rule no typed leaf decides, while a grant of theirs applies now to an object
-        the rule names (`moves.offered_acts`), once a run; else None."""
+        """The act to offer the person under a stop rule no typed leaf decides, while a grant
+        of theirs applies now to an object the rule names (`moves.offered_acts`), once a
+        run: when the model stopped for want of authority, or waited while the goal's
+        objects read the same for `OFFER_AFTER_UNCHANGED` checks (a wait that leads only to
+        the safety limit). Else None."""
         record = self.status.authority
-        if record is None or observation.route is not Route.stop:
+        if record is None:
             return None
-        if self.stop_reason(observation)[0] is not StopReason.outsideAuthority:
+        if observation.route is Route.stop:
+            if self.stop_reason(observation)[0] is not StopReason.outsideAuthority:
+                return None
+        elif observation.route is not Route.wait or self.unchanged_row() < OFFER_AFTER_UNCHANGED:
             return None
         tried = {a.failureId for a in self.status.attempts}
         found = moves.offered_acts(record.goal, record.typedGrants, self.facts)
