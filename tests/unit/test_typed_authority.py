@@ -628,3 +628,13 @@ def test_a_wait_on_objects_that_move_is_not_offered_anything() -> None:
         assert loop.status.approval is None
         loop.later(60)
         loop.send(TimerDue())
+
+
+def test_an_act_a_guard_refuses_is_never_offered() -> None:
+    # web is kept in sync by Argo CD: a restart would be reverted, so none is offered.
+    loop = offered_loop()
+    synced = WEB[0].model_copy(update={"syncedBy": SyncedBy(controller="Argo CD", source="shop")})
+    loop.send(ObservationAccepted(loop.seq, STOP_SHORT, facts=(synced,)))
+    assert loop.status.approval is None
+    assert loop.status.stop is not None
+    assert loop.status.stop.reason is StopReason.outsideAuthority

@@ -188,8 +188,12 @@ class Turn(Asking):
         elif observation.route is not Route.wait or self.unchanged_row() < OFFER_AFTER_UNCHANGED:
             return None
         tried = {a.failureId for a in self.status.attempts}
-        found = moves.offered_acts(record.goal, record.typedGrants, self.facts)
-        return next((a for a in found if a.failureId not in tried), None)
+        for action in moves.offered_acts(record.goal, record.typedGrants, self.facts):
+            priced = self.priced(action)
+            # Only an act every guard lets through is offered: cost, sync, repetition too.
+            if action.failureId not in tried and self.refusal(observation, priced) is None:
+                return priced
+        return None
 
     def waits_or_stops_short(self, observation: Observation) -> bool:
         """Whether the model waited, stopped short of the goal (a blocker, or no authority
