@@ -47,20 +47,40 @@ class Move:
     def action(self) -> ActionRequest:
         """The act, in the fields a model's request carries, every one from the record."""
         grant, leaf = self.grant, self.leaf
-        assert grant.object is not None  # only grants on one object move a leaf
-        said = f'"{leaf.quote}" does not hold ({self.value.reason})'
-        return ActionRequest(
-            kind=ActionKind.recover if grant.verb is GrantVerb.rerun else ActionKind.advance,
-            incomplete=said,
+        return grant_act(
+            grant,
+            incomplete=f'"{leaf.quote}" does not hold ({self.value.reason})',
             evidence=self.value.reason,
-            action=reading.grant_line(grant),
-            authorizedActionId=grant.id,
-            authorityBasis=f'The words say: "{grant.quote}"',
-            mutationSet=[authority.entry_of(grant.object)],
             verification=f'The next check reads whether "{leaf.quote}" holds.',
-            failureId=f"{leaf.id}-{leaf.kind.value}-false",
-            targetStateId=f"{grant.id}-{leaf.id}",
+            failure_id=f"{leaf.id}-{leaf.kind.value}-false",
+            state_id=f"{grant.id}-{leaf.id}",
         )
+
+
+def grant_act(
+    grant: TypedGrant,
+    *,
+    incomplete: str,
+    evidence: str,
+    verification: str,
+    failure_id: str,
+    state_id: str,
+) -> ActionRequest:
+    """The act of a grant on one object, in the fields a model's request carries: what it
+    does, its authority and its object from the record; why it is asked, from the caller."""
+    assert grant.object is not None  # only grants on one object are acted on by the engine
+    return ActionRequest(
+        kind=ActionKind.recover if grant.verb is GrantVerb.rerun else ActionKind.advance,
+        incomplete=incomplete,
+        evidence=evidence,
+        action=reading.grant_line(grant),
+        authorizedActionId=grant.id,
+        authorityBasis=f'The words say: "{grant.quote}"',
+        mutationSet=[authority.entry_of(grant.object)],
+        verification=verification,
+        failureId=failure_id,
+        targetStateId=state_id,
+    )
 
 
 def applicable_moves(
@@ -180,17 +200,13 @@ def offered_acts(
         return []  # typed leaves decide by moves
     named = {(f.kind.value, f.name) for f in facts if NamedIn.stopWhen in f.namedIn}
     return [
-        ActionRequest(
-            kind=ActionKind.recover if grant.verb is GrantVerb.rerun else ActionKind.advance,
+        grant_act(
+            grant,
             incomplete="The model saw no grant for what the goal needs.",
             evidence=f"{grant.object.ref} is named by the stop rule, and the grant applies now.",
-            action=reading.grant_line(grant),
-            authorizedActionId=grant.id,
-            authorityBasis=f'The words say: "{grant.quote}"',
-            mutationSet=[authority.entry_of(grant.object)],
             verification="The next check reads the stop rule again.",
-            failureId=f"{grant.id}-offered",
-            targetStateId=f"{grant.id}-offered",
+            failure_id=f"{grant.id}-offered",
+            state_id=f"{grant.id}-offered",
         )
         for grant in grants
         if grant.object is not None
