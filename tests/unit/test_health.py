@@ -23,6 +23,7 @@ from goalkeeper.core.engine import (
 )
 from goalkeeper.core.health import FAILING_STEPS
 from goalkeeper.core.models import (
+    ApprovalRequest,
     ConditionStatus,
     FactKind,
     Health,
@@ -295,7 +296,8 @@ def test_an_act_that_changes_what_the_checks_see_releases_the_brake() -> None:
     assert [a.check for a in loop.status.health.brakeActs] == [loop.status.checks]
 
 
-def test_with_approvals_on_the_brake_asks_a_person_and_approval_runs_the_act() -> None:
+def braked_with_approvals_on() -> tuple[Loop, ApprovalRequest]:
+    """A run whose brake held the act asked after BRAKE_ACTS acts, for a person to decide."""
     loop = Loop(options={"approval_window": timedelta(hours=1)})
     loop.send(Started(generation=1))
     for n in range(BRAKE_ACTS):
@@ -304,6 +306,11 @@ def test_with_approvals_on_the_brake_asks_a_person_and_approval_runs_the_act() -
     check(loop, observation("act", action=action(failureId="again")))
     request = loop.status.approval
     assert request is not None and request.kind.value == "repeatedActs"
+    return loop, request
+
+
+def test_with_approvals_on_the_brake_asks_a_person_and_approval_runs_the_act() -> None:
+    loop, request = braked_with_approvals_on()
     assert request.action is not None and request.action.failureId == "again"
     answer = MonitorApprovalSpec(
         monitor="build", requestId=request.id, decision="approve", approver="alice"
@@ -314,14 +321,7 @@ def test_with_approvals_on_the_brake_asks_a_person_and_approval_runs_the_act() -
 
 
 def test_with_approvals_on_a_person_who_rejects_the_braked_act_stops_the_run_as_asked() -> None:
-    loop = Loop(options={"approval_window": timedelta(hours=1)})
-    loop.send(Started(generation=1))
-    for n in range(BRAKE_ACTS):
-        check(loop, observation("act", action=action(failureId=f"f{n}")))
-        loop.send(StepFinished(loop.seq, result()))
-    check(loop, observation("act", action=action(failureId="again")))
-    request = loop.status.approval
-    assert request is not None and request.kind.value == "repeatedActs"
+    loop, request = braked_with_approvals_on()
     answer = MonitorApprovalSpec(
         monitor="build", requestId=request.id, decision="reject", approver="alice"
     )
