@@ -6,10 +6,8 @@ scripted model server."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from tests.support.model_server import Final, ModelServer
 from tests.support.step_fakes import step_input
 from tests.unit.step.test_step_instructions import model
@@ -37,12 +35,6 @@ def reading(quote: str) -> dict[str, Any]:
             {"id": "resume-geo-import", "description": "Resume Job geo-import.", "quote": quote}
         ],
     }
-
-
-@pytest.fixture
-def server() -> Iterator[ModelServer]:
-    with ModelServer() as s:
-        yield s
 
 
 async def test_a_grant_quoting_the_goal_is_named_and_read_again(server: ModelServer) -> None:

@@ -4,10 +4,8 @@ with that act, as the engine would take it over a wait. Real HTTP to a scripted 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from tests.support.model_server import Final, ModelServer
 from tests.support.observations import observation_dict
 from tests.support.step_fakes import FakeKube, deployment, step_input
@@ -21,12 +19,6 @@ from goalkeeper.step.tools import StepTools, ToolConfig
 
 TASK = "Deployment web in namespace shop is no longer needed. You may scale Deployment web to 0."
 STOP = "Stop when Deployment web has 0 replicas."
-
-
-@pytest.fixture
-def server() -> Iterator[ModelServer]:
-    with ModelServer() as s:
-        yield s
 
 
 def _input(**overrides: Any) -> StepInput:

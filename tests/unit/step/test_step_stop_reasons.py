@@ -5,9 +5,7 @@ may give. Real HTTP to a scripted model server."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
 from tests.support.model_server import Final, ModelServer
 from tests.support.observations import observation_dict
 from tests.support.step_fakes import FakeKube, deployment, step_input
@@ -15,12 +13,6 @@ from tests.unit.step.test_step_instructions import model
 
 from goalkeeper.step.agent import run_observe
 from goalkeeper.step.tools import StepTools, ToolConfig
-
-
-@pytest.fixture
-def server() -> Iterator[ModelServer]:
-    with ModelServer() as s:
-        yield s
 
 
 async def test_a_stop_reason_the_operator_gives_goes_back_to_the_model(

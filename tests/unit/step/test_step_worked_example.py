@@ -5,9 +5,7 @@ check. Real HTTP to a scripted model server."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
 from tests.support.model_server import Final, ModelServer
 from tests.support.observations import AUTHORIZED, action, observation_dict
 from tests.support.step_fakes import FakeKube, deployment, step_input
@@ -16,12 +14,6 @@ from tests.unit.step.test_step_instructions import model
 from goalkeeper.core.models import StepErrorKind
 from goalkeeper.step.agent import run_observe
 from goalkeeper.step.tools import StepTools, ToolConfig
-
-
-@pytest.fixture
-def server() -> Iterator[ModelServer]:
-    with ModelServer() as s:
-        yield s
 
 
 async def test_an_observation_that_repeats_the_worked_examples_answer_goes_back_to_the_model(
