@@ -86,8 +86,32 @@ def test_a_proposal_quoting_no_grant_is_refused_and_its_sentence_shown(
     kept = pinned(
         "Job etl must complete. You may resume Job etl.", {"authorizedActions": [resume(quote)]}
     )
-    assert kept.actions == [] and kept.contract.allowedResources == []
+    # The sentence that grants gives its grant under the grammar's id; the proposal names none.
+    assert [a.id for a in kept.actions] == ["resume-etl"]
+    assert kept.contract.allowedResources == ["jobs/etl"]
     assert kept.record.dropped == [f"authorized action 'resume-build': {why}"]
+
+
+def test_a_grant_no_proposal_names_stands_and_one_named_takes_the_proposals_id() -> None:
+    task = "You may resume Job extract. Scale Deployment old-web to 0 once Job extract is done."
+    kept = pinned(task, {"authorizedActions": [resume("You may resume Job extract.")]})
+    assert [(g.id, g.verb) for g in kept.record.typedGrants] == [
+        ("resume-build", GrantVerb.resume),
+        ("scale-old-web", GrantVerb.scale),
+    ]
+    assert kept.record.dropped == []
+    none = pinned(task, {"authorizedActions": []})
+    assert [g.id for g in none.record.typedGrants] == ["resume-extract", "scale-old-web"]
+
+
+def test_a_proposal_id_another_grant_has_leaves_each_id_unique() -> None:
+    task = "You may resume Job alpha. You may resume Job beta."
+    clash = [resume("You may resume Job alpha.", "resume-beta")]
+    kept = pinned(task, {"authorizedActions": clash})
+    assert [(g.id, g.object.name if g.object else "") for g in kept.record.typedGrants] == [
+        ("resume-alpha", "alpha"),
+        ("resume-beta", "beta"),
+    ]
 
 
 def test_a_sentence_the_reader_saw_a_grant_in_but_the_engine_cannot_read_waits_for_a_person() -> (

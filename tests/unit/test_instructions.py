@@ -22,6 +22,7 @@ from goalkeeper.core.engine import (
 from goalkeeper.core.models import (
     INSTRUCTIONS_MAX,
     AuthorityExtraction,
+    GrantVerb,
     Instructions,
     MonitorSpec,
     StepKind,
@@ -81,7 +82,7 @@ def test_an_instruction_that_grants_is_quoted_with_whose_words_it_is() -> None:
         ],
     }
     kept = pinned(found, namespace=f"Payments runs in this namespace. {RESTART}")
-    assert [a.id for a in kept.actions] == ["restart-payments-api", "scale-payments-api"]
+    assert [a.id for a in kept.actions] == ["scale-payments-api", "restart-payments-api"]
     sources = {g.id: g.source for g in kept.record.typedGrants}
     assert sources == {
         "restart-payments-api": Words.namespaceInstructions,
@@ -94,7 +95,12 @@ def test_a_quote_may_not_run_across_the_task_and_the_instructions() -> None:
     across = "the user explicitly asks to stop. You may restart Deployment payments-api"
     found = {"authorizedActions": [scale_action(across)]}
     kept = pinned(found, cluster=RESTART)
-    assert kept.actions == []
+    # Each sentence still gives its own grant; the quote across them names neither.
+    assert [(a.id, a.verb) for a in kept.actions] == [
+        ("scale-payments-api", GrantVerb.scale),
+        ("restart-payments-api", GrantVerb.restart),
+    ]
+    assert [g.source for g in kept.record.typedGrants] == [Words.task, Words.clusterInstructions]
     assert kept.record.dropped == [
         "authorized action 'scale-payments-api': its quote runs across two sources of words"
     ]
@@ -102,7 +108,7 @@ def test_a_quote_may_not_run_across_the_task_and_the_instructions() -> None:
 
 def test_a_grant_quoted_from_instructions_that_are_not_there_is_refused() -> None:
     kept = pinned({"authorizedActions": [scale_action(RESTART)]})
-    assert kept.actions == []
+    assert [a.verb for a in kept.actions] == [GrantVerb.scale]  # the task's own grant only
     assert (
         "its quote is not in the task, the stop rule or the instructions"
         in (kept.record.dropped[0])

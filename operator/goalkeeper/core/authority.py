@@ -7,10 +7,10 @@ and a prohibition read the same way drops every grant it meets. A clause that ma
 authority but does not parse is *unclear*; no act runs until a person confirms or corrects
 the reading (`goalkeeper authority NAME`).
 
-The extract step's model proposes a reading too. Its proposals grant nothing by
-themselves: an authorized action it names takes the id the model gave it when its quote is
-the sentence the engine read that one grant from, and a proposal the engine cannot read from
-the words is shown as refused, its sentence as unclear. Restrictions the model found
+The extract step's model proposes a reading too. Its proposals neither grant nor take away:
+every grant the grammar reads stands, and one whose sentence a proposal quotes takes the id
+the model gave it; a proposal the engine cannot read from the words is shown as refused, its
+sentence as unclear. Restrictions the model found
 (forbidden changes, protected contracts, checks, stop conditions) only narrow and are kept as
 written. The operators' instructions count as words: their prohibitions hold like the
 task's, and a grant may come from them only in so many words (a permission, not an
@@ -254,10 +254,10 @@ def pin(
     unclear = list(read.unclear)
     dropped: list[str] = []
     candidates = list(read.grants)
-    # A grant stands when a proposal quotes the sentence it was read from; the first grant
-    # of that sentence takes the proposal's id.
-    taken_at: set[int] = set()
-    grants: list[TypedGrant] = []
+    # Every grant the grammar reads stands: a model that leaves one out takes no authority
+    # away, as one that names more gives none. A proposal quoting a grant's sentence names
+    # it (the first grant of that sentence not named yet takes the proposal's id).
+    named: dict[int, AuthorizedAction] = {}
     for action in extraction.authorizedActions:
         where = source.locate(action.quote)
         if where is None or source.origin(action.quote) is None:
@@ -265,26 +265,22 @@ def pin(
             dropped.append(_clip(f"authorized action {action.id!r}: {why}"))
             continue
         clipped = {reading.clip(w) for w in where}
-        quoted = [i for i, g in enumerate(candidates) if g.quote in clipped and i not in taken_at]
-        if not quoted:
-            said = any(
-                g.quote in clipped
-                for g in (*candidates, *(g for g, _ in (*read.dropped, *read.refused)))
-            )
-            if not said:
-                dropped.append(_clip(f"authorized action {action.id!r}: {NOT_READ}"))
-                unclear += [
-                    UnclearWords(sentence=_clip(w, RECORD_QUOTE_MAX), why=SEEN_UNREAD)
-                    for w in where
-                    if all(u.sentence != w for u in unclear)
-                ]
+        quoted = [i for i, g in enumerate(candidates) if g.quote in clipped and i not in named]
+        if quoted:
+            named[quoted[0]] = action
             continue
-        ids = {g.id for g in grants} | {candidates[i].id for i in quoted[1:]}
-        first = candidates[quoted[0]]
-        new_id = action.id if action.id not in ids else first.id
-        grants.append(first.model_copy(update={"id": new_id, "paid": action.paid or first.paid}))
-        grants += [candidates[i] for i in quoted[1:]]
-        taken_at.update(quoted)
+        said = any(
+            g.quote in clipped
+            for g in (*candidates, *(g for g, _ in (*read.dropped, *read.refused)))
+        )
+        if not said:
+            dropped.append(_clip(f"authorized action {action.id!r}: {NOT_READ}"))
+            unclear += [
+                UnclearWords(sentence=_clip(w, RECORD_QUOTE_MAX), why=SEEN_UNREAD)
+                for w in where
+                if all(u.sentence != w for u in unclear)
+            ]
+    grants = _named_by_proposals(candidates, named, [g for g, _ in read.refused])
     dropped += [_clip(f"{reading.grant_line(g)}: {_forbidding(p)}") for g, p in read.dropped]
     dropped += [
         _clip(f"{reading.grant_line(g)}: {REFUSED_UNCLEAR} ({u.sentence!r})")
@@ -353,6 +349,25 @@ def pin(
         goal=goals.read_stop_rule(spec.stopWhen, "", spec.task),
     )
     return PinnedAuthority(contract, actions, record)
+
+
+def _named_by_proposals(
+    candidates: list[TypedGrant], named: dict[int, AuthorizedAction], held: list[TypedGrant]
+) -> list[TypedGrant]:
+    """The grammar's grants in its order, each a proposal named under that proposal's id
+    and paid mark; an id another grant (or a held-back one) already has keeps the grammar's."""
+    taken = {g.id for i, g in enumerate(candidates) if i not in named} | {g.id for g in held}
+    grants: list[TypedGrant] = []
+    for i, grant in enumerate(candidates):
+        action = named.get(i)
+        if action is not None:
+            gid, n = (action.id, 2) if action.id not in taken else (grant.id, 2)
+            while gid in taken:
+                gid, n = f"{grant.id}-{n}", n + 1
+            grant = grant.model_copy(update={"id": gid, "paid": action.paid or grant.paid})
+        taken.add(grant.id)
+        grants.append(grant)
+    return grants
 
 
 # The request id a person's confirmation of the reading names before any act asks for it.

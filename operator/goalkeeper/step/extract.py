@@ -175,9 +175,11 @@ class QuoteChoices(AbstractCapability[Any]):
 class HeldToTheWords:
     """Holds a reading to the person's words as the engine will (core/authority.py `pin`):
     a proposal whose quote gives no grant the engine reads is named to the model, which
-    reads again, once; the reading after that stands. A grant the words forbid is left for
-    the engine to drop: no quote saves it. Seen: a Job's grant quoting the goal ("Run the
-    postcode import ... to completion") instead of the sentence allowing its resume."""
+    reads again, once; the reading after that stands (such a proposal names nothing, and one
+    quoting a sentence that gives no grant leaves it unclear, for a person). A grant the
+    words forbid is left for the engine to drop: no quote saves it. Seen: a Job's grant
+    quoting the goal ("Run the postcode import ... to completion") instead of the sentence
+    allowing its resume."""
 
     step_input: StepInput
     log: StepLog | None = None
@@ -191,7 +193,7 @@ class HeldToTheWords:
         misquoted = [d for d in pinned.record.dropped if any(m in d for m in MISQUOTED)]
         if misquoted:
             reason = (
-                "The operator would drop these grants: "
+                "The operator reads no grant from these proposals: "
                 + "; ".join(misquoted)
                 + ". Quote for each grant the sentence that allows its change in so many "
                 "words (a permission, the verb, the object's kind and name), never the goal; "

@@ -44,7 +44,10 @@ async def test_a_grant_quoting_the_goal_is_named_and_read_again(server: ModelSer
     assert found.ok and found.result is not None, found.error
     assert found.result["allowedResources"][0]["quote"] == GRANT
     told = json.dumps(server.bodies[1]["messages"][-1])
-    assert "The operator would drop these grants: authorized action 'resume-geo-import'" in told
+    assert (
+        "The operator reads no grant from these proposals: authorized action 'resume-geo-import'"
+        in told
+    )
     assert "the words it quotes give no grant the engine reads with certainty" in told
 
     # Asked once: the same misquote again stands, for the engine to drop.
