@@ -158,3 +158,23 @@ def test_a_check_the_model_leaves_without_a_valid_answer_takes_the_grant_that_mo
     assert result["route"] == "act" and result["action"]["authorizedActionId"] == "resume-build"
     assert result["reason"].startswith("The model gave no valid answer")
     assert cluster.step_kinds()[:3] == ["extract", "observe", "act"] and scenario.acts == 0
+
+
+def test_a_grant_the_task_reader_left_out_stands_as_the_words_give_it(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    cluster.target()  # Job build, suspended; the task says "You may resume Job build."
+    # The reading's model proposes no grant at all: the grammar's reading still gives it.
+    silent = extraction(authorizedActions=[], allowedResources=[], allowedRecoveryActions=[])
+    model.default = scenario = Scenario(cluster.ns, until_done, reading=silent)
+    cluster.create_monitor(stopWhen=STOP, everyMinutes=1)
+    stopped = wait_until(cluster.stopped, 240, "the monitor to finish", operator.logs)
+    assert stopped["stop"]["reason"] == "goalComplete"
+    grants = {g["id"]: g["verb"] for g in stopped["authority"]["typedGrants"]}
+    assert grants.get("resume-build") == "resume", grants
+    assert stopped["authority"].get("dropped", []) == [] and scenario.readings == 1
+    assert stopped["contract"]["allowedResources"] == ["jobs/build"]
+    assert "act" in cluster.step_kinds()
+    assert (
+        cluster.batch.read_namespaced_job(name="build", namespace=cluster.ns).spec.suspend is False
+    )

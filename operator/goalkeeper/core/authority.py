@@ -52,6 +52,7 @@ from goalkeeper.core.models import (
     MonitorStatus,
     ObjectFacts,
     ObjectRef,
+    QuotedAction,
     SyncedBy,
     TypedGrant,
     TypedProhibition,
@@ -257,7 +258,7 @@ def pin(
     # Every grant the grammar reads stands: a model that leaves one out takes no authority
     # away, as one that names more gives none. A proposal quoting a grant's sentence names
     # it (the first grant of that sentence not named yet takes the proposal's id).
-    named: dict[int, AuthorizedAction] = {}
+    named: dict[int, QuotedAction] = {}
     for action in extraction.authorizedActions:
         where = source.locate(action.quote)
         if where is None or source.origin(action.quote) is None:
@@ -352,7 +353,7 @@ def pin(
 
 
 def _named_by_proposals(
-    candidates: list[TypedGrant], named: dict[int, AuthorizedAction], held: list[TypedGrant]
+    candidates: list[TypedGrant], named: dict[int, QuotedAction], held: list[TypedGrant]
 ) -> list[TypedGrant]:
     """The grammar's grants in its order, each a proposal named under that proposal's id
     and paid mark; an id another grant (or a held-back one) already has keeps the grammar's."""

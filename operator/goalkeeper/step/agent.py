@@ -54,7 +54,12 @@ from goalkeeper.step.credentials import KEY_SOURCE_VAR
 from goalkeeper.step.errors import ERROR_MAX, RunFacts, explain, limit_hit
 from goalkeeper.step.model import StepModel
 from goalkeeper.step.repeats import RepeatGuard
-from goalkeeper.step.routed import RoutedOutput, pinned_action_ids, pinned_resources
+from goalkeeper.step.routed import (
+    REFUTED_ACT,
+    RoutedOutput,
+    pinned_action_ids,
+    pinned_resources,
+)
 from goalkeeper.step.steplog import RunLog, StepLog
 from goalkeeper.step.tools import StepTools, act_toolset, observe_toolset
 
@@ -365,6 +370,8 @@ class Refusals:
             return observation
         except ModelRetry as refused:
             self.last = str(refused)
+            if isinstance(refused, ActRefuted):
+                self.refuted.setdefault(REFUTED_ACT, set()).add(refused.action_id)
             claim = REFUTED_CLAIM.match(self.last)
             if claim is not None:
                 self.refuted.setdefault(claim.group(1), set()).add(claim.group(2))
@@ -479,6 +486,15 @@ def _listed(step_input: StepInput) -> str:
     return "; ".join(f"{a.id} ({a.description.rstrip('.')})" for a in step_input.authorizedActions)
 
 
+class ActRefuted(ModelRetry):
+    """The facts refute the act itself, not the rest of the answer: its grant leaves the
+    step's output grammar (step/routed.py), so a model that repeats the act cannot."""
+
+    def __init__(self, message: str, action_id: str):
+        super().__init__(message)
+        self.action_id = action_id
+
+
 def against_facts(
     observation: Observation, step_input: StepInput, tools: StepTools
 ) -> list[ObjectFacts]:
@@ -493,6 +509,15 @@ def against_facts(
     if found is None:
         return read
     hint = "Answer again from these facts."
+    action = observation.action
+    if action is not None and action.authorizedActionId:
+        without = observation.model_copy(update={"action": None})
+        if contradiction(without, read, step_input.goal, step_input.check) is None:
+            raise ActRefuted(
+                f"Contradicted by the facts: {found} {hint} The action "
+                f"{action.authorizedActionId} is not offered again in this check.",
+                action.authorizedActionId,
+            )
     if step_input.authorizedActions and observation.route is not Route.act:
         hint += (
             f" The task authorizes these actions: {_listed(step_input)}. If one of them "

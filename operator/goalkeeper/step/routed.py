@@ -47,6 +47,8 @@ OTHER_STOPS = [r.value for r in ANSWERED_STOPS if r is not ObservedStopReason.go
 FIRST = ("observation", "work", "goal", "route", "reason")
 TEXT_MAX = {"observation": 600, "evidence": 600, "report": 400}
 TEXT_DEFAULT_MAX = 300
+# The key of `refuted` under which the ids of acts the facts refuted are kept.
+REFUTED_ACT = "authorizedActionId"
 ITEMS_MAX = 8
 # What the act step's tools can write to: RESOURCE/NAME (with an optional namespace before
 # it), an http(s) URL, or command:PROGRAM; anything else would be refused at the write.
@@ -137,8 +139,9 @@ def routed_schema(
     """`Observation`'s JSON schema as one object per route (and per case a route has).
     With `writable`, the recorded allowed resources, a mutation set names only those: the
     engine refuses any other, and a model copying an example's object cannot write one.
-    `refuted` (field -> values, of `goal` and `work`) are claims the named objects refuted
-    in this step: the grammar no longer admits them, so a model that repeats itself cannot.
+    `refuted` (field -> values, of `goal`, `work` and `route`, and under `REFUTED_ACT` the
+    ids of acts) are claims the named objects refuted in this step: the grammar no longer
+    admits them, so a model that repeats itself cannot.
     `id_names`, once an answer copied an example's ids: a failure or target-state id then
     begins with the name of an object this task names; so does each text field in `copied`
     (the example's, once an answer copied one of them word for word).
@@ -153,7 +156,9 @@ def routed_schema(
     base["properties"] = _ordered(base["properties"])
     for key, field in base["properties"].items():
         defs[f"{SHARED}{key}"] = field
-    ids = action_ids
+    # An act the facts refuted in this step is not offered again; with none left, no act.
+    refused = (refuted or {}).get(REFUTED_ACT, set())
+    ids = action_ids if action_ids is None else [i for i in action_ids if i not in refused]
     advance = _action(defs, action_ref, [ActionKind.advance.value], "AdvanceAction", ids, writable)
     other = _action(
         defs,

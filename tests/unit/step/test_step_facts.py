@@ -457,6 +457,44 @@ async def test_with_a_recorded_restart_the_stale_pods_leave_the_grammar_act_alon
     assert "Answer route act with the one that restarts them." in retry
 
 
+async def test_an_act_the_facts_refute_is_not_offered_again_in_the_check() -> None:
+    """pricing-worker's pods already run pricing-config's current data: a restart is refused
+    by the facts, and the next request's grammar offers no act at all (its only grant was
+    refused), so a model that would repeat it answers wait or stop instead."""
+    given = step_input(
+        task=RESTART_TASK,
+        stopWhen=RESTART_STOP,
+        authorizedActions=RESTART,
+        contract=observation_dict("wait")["contract"],
+    )
+    restart = observation_dict(
+        "act",
+        action=action(
+            authorizedActionId="restart-worker", mutationSet=["deployments/pricing-worker"]
+        ),
+    )
+    waits = observation_dict("wait", goal="incomplete", work="running")
+    routes: list[set[str]] = []
+
+    def answer(body: dict[str, Any]) -> Any:
+        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            schema = info.output_tools[0].parameters_json_schema
+            routes.append({v["properties"]["route"]["const"] for v in schema["anyOf"]})
+            return final(body)
+
+        return respond
+
+    fresh = stale_worker("2026-12-03T10:05:00Z")
+    model, seen = scripted(answer(restart), answer(waits))
+    outcome = await run_observe(given, model, tools(fresh), routed_output=True)
+    assert outcome.ok and outcome.result is not None, outcome.error
+    assert outcome.result["route"] == "wait"
+    assert routes == [{"wait", "act", "stop"}, {"wait", "stop"}]
+    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
+    assert "a restart of Deployment pricing-worker contradicts" in retry
+    assert "restart-worker is not offered again in this check" in retry
+
+
 async def test_a_wait_is_taken_at_once_after_an_action_with_fresh_pods_or_nothing_allowed() -> None:
     waits = observation_dict("wait", goal="incomplete", work="running")
     acted = observation_dict("act", action=action(mutationSet=["deployments/pricing-worker"]))

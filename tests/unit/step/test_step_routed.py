@@ -21,6 +21,7 @@ from tests.support.step_fakes import step_input
 
 from goalkeeper.core.models import Observation
 from goalkeeper.step.routed import (
+    REFUTED_ACT,
     RoutedOutput,
     pinned_action_ids,
     pinned_resources,
@@ -286,6 +287,17 @@ def test_a_refuted_claim_leaves_the_grammar_and_nothing_else_does() -> None:
     # A refutation of every value leaves the schema as it was, never without a variant.
     everything = {"goal": {"complete", "incomplete", "unknown"}}
     assert routed_schema(FLAT, refuted=everything) == ROUTED
+
+
+def test_a_refuted_act_leaves_the_grammar_and_with_none_left_no_act_is_offered() -> None:
+    ids = ["resume-build", "fix-config"]
+    one_left = routed_schema(FLAT, ids, refuted={REFUTED_ACT: {"fix-config"}})
+    assert admitted(CASES["act, advance, idle"], one_left)  # it names resume-build
+    fix = answer("act", action=action(authorizedActionId="fix-config"))
+    assert admitted(fix, routed_schema(FLAT, ids)) and not admitted(fix, one_left)
+    none_left = routed_schema(FLAT, ids, refuted={REFUTED_ACT: set(ids)})
+    assert {v["properties"]["route"]["const"] for v in none_left["anyOf"]} == {"wait", "stop"}
+    assert admitted(CASES["wait, running"], none_left)
 
 
 async def test_after_the_facts_refute_complete_the_next_answer_cannot_say_it() -> None:
