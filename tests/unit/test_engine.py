@@ -34,6 +34,7 @@ from goalkeeper.core.engine import (
     timer_step_needs_its_job,
 )
 from goalkeeper.core.models import (
+    GoalState,
     Health,
     MonitorSpec,
     MonitorState,
@@ -1403,6 +1404,38 @@ def test_a_time_limit_counts_from_when_the_stop_rule_was_recorded() -> None:
     stop = stopped_with(_accepted(loop, observation("wait"), _build(active=1)))
     assert stop.reason is StopReason.safetyLimit
     assert "40 minutes into the run, the limit is 30" in stop.message
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        observation("wait"),
+        observation("stop", work="blocked", stopReason="outsideAuthority"),
+        observation("stop", work="blocked", stopReason="materialBlocker"),
+    ],
+)
+def test_a_done_group_the_facts_meet_completes_the_run_whatever_the_model_answered(
+    answer: Observation,
+) -> None:
+    # Seen: the Job succeeded while the model answered, which stopped 'outsideAuthority'.
+    loop = Loop(stopWhen="Stop when Job build has succeeded, or after 1 checks.")
+    loop.start()
+    stop = stopped_with(_accepted(loop, answer, _build(succeeded=1, ended="Complete")))
+    assert stop.reason is StopReason.goalComplete
+    assert loop.status.goal is GoalState.complete
+    report = loop.status.lastObservation
+    assert report is not None and '"Job build has succeeded" holds' in report.report
+
+
+def test_a_done_group_the_facts_do_not_meet_leaves_the_models_answer_to_the_engine() -> None:
+    loop = Loop(stopWhen="Stop when Job build has succeeded.")
+    loop.start()
+    effects = _accepted(loop, observation("wait"), _build(active=1))
+    assert "StopMonitor" not in kinds(effects) and loop.status.goal is not GoalState.complete
+    judged = Loop(stopWhen="Stop when the build looks right to a reviewer.")
+    judged.start()
+    effects = _accepted(judged, observation("wait"), _build(succeeded=1, ended="Complete"))
+    assert "StopMonitor" not in kinds(effects), "a judged leaf is the model's to affirm"
 
 
 def test_a_completion_the_model_reports_wins_over_a_limit_reached_at_the_same_check() -> None:

@@ -516,7 +516,9 @@ def test_a_held_back_grant_the_facts_do_not_need_asks_nobody() -> None:
     live = (SHADOW[0].model_copy(update={"data": {"mode": "live"}}),)
     wait = observation("wait", contract=None, authorizedActions=None)
     loop.send(ObservationAccepted(loop.seq, wait, facts=live))
-    assert loop.status.approval is None and loop.status.schedule is not None
+    # Nobody is asked: the facts meet the stop rule, which ends the run complete.
+    assert loop.status.approval is None and loop.status.stop is not None
+    assert loop.status.stop.reason is StopReason.goalComplete
 
 
 RESTART = "You may restart Deployment web."

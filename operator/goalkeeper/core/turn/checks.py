@@ -83,9 +83,20 @@ class Turn(Asking):
         st.health = health.read_same(st.health, facts_print, st.checks)
 
         widening = self.record_authority(observation)
+        rule = st.authority.goal if st.authority is not None else None
+        met = goals.settled_complete(rule, self.facts, checks=st.checks)
+        if (
+            widening is None
+            and met is not None
+            and observation.stopReason is not ObservedStopReason.goalComplete
+        ):
+            # Every typed leaf of a done group holds by the facts read after the answer: the
+            # person's own words say the goal is met, whatever route the model chose.
+            observation = met
+            st.lastObservation, st.goal, st.work = met, met.goal, met.work
         recorded = st.authority.recordedAt if st.authority is not None else None
         given_up = goals.given_up(
-            st.authority.goal if st.authority is not None else None,
+            rule,
             self.facts,
             checks=st.checks,
             unchanged=self.unchanged_row(),
