@@ -3,6 +3,7 @@ prompt before the first request, and facts read again after the answer for the o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -428,6 +429,20 @@ async def test_a_wait_while_the_goals_workload_runs_earlier_config_data_is_asked
     assert len(seen) == 2
 
 
+def route_recording(routes: list[set[str]]) -> Callable[[dict[str, Any]], Any]:
+    """A scripted answer that first notes the routes its request's output grammar admits."""
+
+    def answer(body: dict[str, Any]) -> Any:
+        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            schema = info.output_tools[0].parameters_json_schema
+            routes.append({v["properties"]["route"]["const"] for v in schema["anyOf"]})
+            return final(body)
+
+        return respond
+
+    return answer
+
+
 async def test_with_a_recorded_restart_the_stale_pods_leave_the_grammar_act_alone() -> None:
     """Seen: the wait refused, the model stopped 'paidActionNotApproved' instead. With a
     recorded action that restarts the pods, neither wait nor stop is admitted again."""
@@ -440,15 +455,7 @@ async def test_with_a_recorded_restart_the_stale_pods_leave_the_grammar_act_alon
     restart = observation_dict("act", action=action(mutationSet=["deployments/pricing-worker"]))
     waits = observation_dict("wait", goal="incomplete", work="running")
     routes: list[set[str]] = []
-
-    def answer(body: dict[str, Any]) -> Any:
-        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-            schema = info.output_tools[0].parameters_json_schema
-            routes.append({v["properties"]["route"]["const"] for v in schema["anyOf"]})
-            return final(body)
-
-        return respond
-
+    answer = route_recording(routes)
     model, seen = scripted(answer(waits), answer(restart))
     outcome = await run_observe(given, model, tools(stale_worker()), routed_output=True)
     assert outcome.ok and outcome.result is not None, outcome.error
@@ -475,15 +482,7 @@ async def test_an_act_the_facts_refute_is_not_offered_again_in_the_check() -> No
     )
     waits = observation_dict("wait", goal="incomplete", work="running")
     routes: list[set[str]] = []
-
-    def answer(body: dict[str, Any]) -> Any:
-        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-            schema = info.output_tools[0].parameters_json_schema
-            routes.append({v["properties"]["route"]["const"] for v in schema["anyOf"]})
-            return final(body)
-
-        return respond
-
+    answer = route_recording(routes)
     fresh = stale_worker("2026-12-03T10:05:00Z")
     model, seen = scripted(answer(restart), answer(waits))
     outcome = await run_observe(given, model, tools(fresh), routed_output=True)
