@@ -95,14 +95,19 @@ def test_a_quote_may_not_run_across_the_task_and_the_instructions() -> None:
     across = "the user explicitly asks to stop. You may restart Deployment payments-api"
     found = {"authorizedActions": [scale_action(across)]}
     kept = pinned(found, cluster=RESTART)
-    # Each sentence still gives its own grant; the quote across them names neither.
-    assert [(a.id, a.verb) for a in kept.actions] == [
-        ("scale-payments-api", GrantVerb.scale),
-        ("restart-payments-api", GrantVerb.restart),
-    ]
-    assert [g.source for g in kept.record.typedGrants] == [Words.task, Words.clusterInstructions]
+    # The task's own grant stands; the quote across the two names neither, and the
+    # instructions' offer stands only when a proposal names it.
+    assert [(a.id, a.verb) for a in kept.actions] == [("scale-payments-api", GrantVerb.scale)]
+    assert [g.source for g in kept.record.typedGrants] == [Words.task]
     assert kept.record.dropped == [
         "authorized action 'scale-payments-api': its quote runs across two sources of words"
+    ]
+
+
+def test_an_instructions_grant_no_proposal_names_is_not_taken_a_task_grant_is() -> None:
+    kept = pinned({"authorizedActions": []}, namespace=RESTART)
+    assert [(g.id, g.source) for g in kept.record.typedGrants] == [
+        ("scale-payments-api", Words.task)
     ]
 
 

@@ -8,13 +8,14 @@ authority but does not parse is *unclear*; no act runs until a person confirms o
 the reading (`goalkeeper authority NAME`).
 
 The extract step's model proposes a reading too. Its proposals neither grant nor take away:
-every grant the grammar reads stands, and one whose sentence a proposal quotes takes the id
-the model gave it; a proposal the engine cannot read from the words is shown as refused, its
-sentence as unclear. Restrictions the model found
-(forbidden changes, protected contracts, checks, stop conditions) only narrow and are kept as
-written. The operators' instructions count as words: their prohibitions hold like the
-task's, and a grant may come from them only in so many words (a permission, not an
-imperative). Pure: no I/O.
+every grant the grammar reads from the task and the stop rule stands (one of the operators'
+instructions, an offer to every Monitor they cover, only when a proposal names it), and one
+whose sentence a proposal quotes takes the id the model gave it; a proposal the engine
+cannot read from the words is shown as refused, its sentence as unclear. Restrictions the
+model found (forbidden changes, protected contracts, checks, stop conditions) only narrow
+and are kept as written. The operators' instructions count as words: their prohibitions
+hold like the task's, and a grant may come from them only in so many words (a permission,
+not an imperative). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -255,9 +256,9 @@ def pin(
     unclear = list(read.unclear)
     dropped: list[str] = []
     candidates = list(read.grants)
-    # Every grant the grammar reads stands: a model that leaves one out takes no authority
-    # away, as one that names more gives none. A proposal quoting a grant's sentence names
-    # it (the first grant of that sentence not named yet takes the proposal's id).
+    # Every grant the grammar reads from the author's words stands: a model that leaves one
+    # out takes no authority away, as one that names more gives none. A proposal quoting a
+    # grant's sentence names it (the first grant of that sentence not named yet takes its id).
     named: dict[int, QuotedAction] = {}
     for action in extraction.authorizedActions:
         where = source.locate(action.quote)
@@ -352,15 +353,22 @@ def pin(
     return PinnedAuthority(contract, actions, record)
 
 
+_OPERATORS_WORDS = (Words.clusterInstructions, Words.namespaceInstructions)
+
+
 def _named_by_proposals(
     candidates: list[TypedGrant], named: dict[int, QuotedAction], held: list[TypedGrant]
 ) -> list[TypedGrant]:
     """The grammar's grants in its order, each a proposal named under that proposal's id
-    and paid mark; an id another grant (or a held-back one) already has keeps the grammar's."""
+    and paid mark; an id another grant (or a held-back one) already has keeps the grammar's.
+    A grant of the operators' instructions is their offer to every Monitor of the scope, not
+    words this Monitor's author wrote: it stands only when the task's reading names it."""
     taken = {g.id for i, g in enumerate(candidates) if i not in named} | {g.id for g in held}
     grants: list[TypedGrant] = []
     for i, grant in enumerate(candidates):
         action = named.get(i)
+        if action is None and grant.source in _OPERATORS_WORDS:
+            continue
         if action is not None:
             gid, n = (action.id, 2) if action.id not in taken else (grant.id, 2)
             while gid in taken:
