@@ -104,6 +104,19 @@ def test_a_grant_no_proposal_names_stands_and_one_named_takes_the_proposals_id()
     assert [g.id for g in none.record.typedGrants] == ["resume-extract", "scale-old-web"]
 
 
+def test_proposals_of_a_sentence_of_two_grants_neither_swap_ids_nor_unmark_the_paid_one() -> None:
+    task = "You may resume Job etl and scale Deployment gpu-web to 3."
+    swapped = [
+        {"id": "scale-gpu-web", "description": "d", "quote": task, "paid": True},
+        {"id": "resume-etl", "description": "d", "quote": task},
+    ]
+    kept = pinned(task, {"authorizedActions": swapped})
+    assert [(g.id, g.verb, g.paid) for g in kept.record.typedGrants] == [
+        ("resume-etl", GrantVerb.resume, True),
+        ("scale-gpu-web", GrantVerb.scale, True),
+    ]
+
+
 def test_a_proposal_id_another_grant_has_leaves_each_id_unique() -> None:
     task = "You may resume Job alpha. You may resume Job beta."
     clash = [resume("You may resume Job alpha.", "resume-beta")]

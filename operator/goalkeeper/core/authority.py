@@ -53,7 +53,6 @@ from goalkeeper.core.models import (
     MonitorStatus,
     ObjectFacts,
     ObjectRef,
-    QuotedAction,
     SyncedBy,
     TypedGrant,
     TypedProhibition,
@@ -258,18 +257,22 @@ def pin(
     candidates = list(read.grants)
     # Every grant the grammar reads from the author's words stands: a model that leaves one
     # out takes no authority away, as one that names more gives none. A proposal quoting a
-    # grant's sentence names it (the first grant of that sentence not named yet takes its id).
-    named: dict[int, QuotedAction] = {}
+    # sentence of one grant names it; of several, which it means is not written, so each
+    # keeps the grammar's id, and a paid mark marks them all (the safer reading).
+    named: dict[int, tuple[str | None, bool]] = {}
     for action in extraction.authorizedActions:
         where = source.locate(action.quote)
-        if where is None or source.origin(action.quote) is None:
+        origin = source.origin(action.quote)
+        if where is None or origin is None:
             why = QUOTE_NOT_FOUND if where is None else QUOTE_ACROSS_SOURCES
             dropped.append(_clip(f"authorized action {action.id!r}: {why}"))
             continue
         clipped = {reading.clip(w) for w in where}
-        quoted = [i for i, g in enumerate(candidates) if g.quote in clipped and i not in named]
+        quoted = [i for i, g in enumerate(candidates) if g.quote in clipped and g.source == origin]
+        for i in quoted:
+            gid, paid = named.get(i, (None, False))
+            named[i] = (action.id if len(quoted) == 1 else gid, paid or action.paid)
         if quoted:
-            named[quoted[0]] = action
             continue
         said = any(
             g.quote in clipped
@@ -357,25 +360,23 @@ _OPERATORS_WORDS = (Words.clusterInstructions, Words.namespaceInstructions)
 
 
 def _named_by_proposals(
-    candidates: list[TypedGrant], named: dict[int, QuotedAction], held: list[TypedGrant]
+    candidates: list[TypedGrant],
+    named: dict[int, tuple[str | None, bool]],
+    held: list[TypedGrant],
 ) -> list[TypedGrant]:
-    """The grammar's grants in its order, each a proposal named under that proposal's id
-    and paid mark; an id another grant (or a held-back one) already has keeps the grammar's.
-    A grant of the operators' instructions is their offer to every Monitor of the scope, not
-    words this Monitor's author wrote: it stands only when the task's reading names it."""
-    taken = {g.id for i, g in enumerate(candidates) if i not in named} | {g.id for g in held}
+    """The grammar's grants in its order, each one a proposal named under the proposal's id
+    (unless it is another grant's, or a held-back one's) and paid mark. A grant of the
+    operators' instructions is their offer to every Monitor of the scope, not words this
+    Monitor's author wrote: it stands only when the task's reading names it."""
+    others = {g.id for g in (*candidates, *held)}
     grants: list[TypedGrant] = []
     for i, grant in enumerate(candidates):
-        action = named.get(i)
-        if action is None and grant.source in _OPERATORS_WORDS:
+        if i not in named and grant.source in _OPERATORS_WORDS:
             continue
-        if action is not None:
-            gid, n = (action.id, 2) if action.id not in taken else (grant.id, 2)
-            while gid in taken:
-                gid, n = f"{grant.id}-{n}", n + 1
-            grant = grant.model_copy(update={"id": gid, "paid": action.paid or grant.paid})
-        taken.add(grant.id)
-        grants.append(grant)
+        gid, paid = named.get(i, (None, False))
+        if gid is None or gid in others - {grant.id}:
+            gid = grant.id
+        grants.append(grant.model_copy(update={"id": gid, "paid": paid or grant.paid}))
     return grants
 
 
