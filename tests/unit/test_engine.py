@@ -1427,6 +1427,24 @@ def test_a_done_group_the_facts_meet_completes_the_run_whatever_the_model_answer
     assert report is not None and '"Job build has succeeded" holds' in report.report
 
 
+def test_pods_crashing_while_ready_give_up_even_though_the_done_leaf_holds() -> None:
+    loop = Loop(
+        stopWhen="Stop when Deployment api is available, or give up if its pods keep crashing."
+    )
+    loop.start()
+    crashing = ObjectFacts.model_validate(
+        {
+            "kind": "Deployment",
+            "name": "api",
+            "namedIn": ["stopWhen"],
+            "replicas": 1,
+            "availableReplicas": 1,
+            "pods": {"count": 1, "restarts": 4, "waiting": "CrashLoopBackOff"},
+        }
+    )
+    assert stopped_with(_accepted(loop, observation("wait"), crashing)).reason is StopReason.blocked
+
+
 def test_a_done_group_the_facts_do_not_meet_leaves_the_models_answer_to_the_engine() -> None:
     loop = Loop(stopWhen="Stop when Job build has succeeded.")
     loop.start()

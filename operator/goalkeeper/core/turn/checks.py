@@ -84,16 +84,6 @@ class Turn(Asking):
 
         widening = self.record_authority(observation)
         rule = st.authority.goal if st.authority is not None else None
-        met = goals.settled_complete(rule, self.facts, checks=st.checks)
-        if (
-            widening is None
-            and met is not None
-            and observation.stopReason is not ObservedStopReason.goalComplete
-        ):
-            # Every typed leaf of a done group holds by the facts read after the answer: the
-            # person's own words say the goal is met, whatever route the model chose.
-            observation = met
-            st.lastObservation, st.goal, st.work = met, met.goal, met.work
         recorded = st.authority.recordedAt if st.authority is not None else None
         given_up = goals.given_up(
             rule,
@@ -102,6 +92,19 @@ class Turn(Asking):
             unchanged=self.unchanged_row(),
             minutes=int((self.now - recorded).total_seconds() // 60) if recorded else None,
         )
+        met = goals.settled_complete(rule, self.facts, checks=st.checks)
+        if (
+            widening is None
+            and (given_up is None or given_up[0] is StopReason.safetyLimit)
+            and met is not None
+            and observation.stopReason is not ObservedStopReason.goalComplete
+        ):
+            # Every typed leaf of a done group holds by the facts read after the answer: the
+            # person's own words say the goal is met, whatever route the model chose. A limit
+            # never holds back a completion; a give-up about an object (pods crashing while
+            # ready, a Job that failed) that holds as well keeps its precedence.
+            observation = met
+            st.lastObservation, st.goal, st.work = met, met.goal, met.work
         if widening is None and given_up is None:
             coming = self.waits_for_condition(observation)
             if coming is not None:
