@@ -5,13 +5,14 @@ the operator would refuse it the same way (tests/unit: the engine's own check)."
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from tests.e2e.harness import Cluster, Facts, OperatorProcess, Scenario, observation, wait_until
 from tests.support.model_server import ModelServer
-from tests.support.observations import action
+from tests.support.observations import action, extraction
 
 pytestmark = pytest.mark.cluster
 
@@ -188,3 +189,69 @@ def test_a_crash_loop_stops_the_run_blocked_naming_the_pods_own_message(
     for body in (json.dumps(b, ensure_ascii=False) for b in model.bodies):
         if "missing DB_URL" in body:
             assert 'source=\\"termination message, pods of Deployment api\\"' in body
+
+
+def shop(namespace: str) -> dict[str, Any]:
+    sleeps = ["python", "-c", "import time; time.sleep(3600)"]
+    container = {
+        "name": "shop",
+        "image": "python:3.11",
+        "command": sleeps,
+        "envFrom": [{"configMapRef": {"name": "prices"}}],
+    }
+    return deployment(namespace, "shop", 1, container)
+
+
+def test_pods_that_must_start_after_a_config_fix_are_restarted_once_by_the_persons_grant(
+    cluster: Cluster, model: ModelServer, operator: OperatorProcess
+) -> None:
+    """ "Every running pod of shop started after ConfigMap prices was last written": the pod
+    started before prices was corrected, so the check restarts Deployment shop by the task's
+    grant whatever the model answers (here: wait, forever), waits while the rollout replaces
+    the pod, and ends the run complete once the new pod runs: one restart, no more."""
+    from kubernetes import client
+
+    apps = client.AppsV1Api(cluster.api)
+    cluster.core.create_namespaced_config_map(
+        cluster.ns, {"metadata": {"name": "prices"}, "data": {"currency": "USD"}}
+    )
+    apps.create_namespaced_deployment(cluster.ns, shop(cluster.ns))
+
+    def started() -> datetime | None:
+        pods = cluster.core.list_namespaced_pod(cluster.ns, label_selector="app=shop").items
+        running = [p for p in pods if p.status.phase == "Running" and p.status.start_time]
+        return running[0].status.start_time if running else None
+
+    first = wait_until(started, 120, "Deployment shop's pod to run")
+    # The fix is written in a later second than the pod started, as a person's would be.
+    wait_until(lambda: datetime.now(UTC) >= first + timedelta(seconds=1), 10, "a second to pass")
+    cluster.core.patch_namespaced_config_map("prices", cluster.ns, {"data": {"currency": "EUR"}})
+
+    model.default = Scenario(
+        cluster.ns,
+        lambda facts, n: observation(
+            "wait", "incomplete", "running", facts, "shop serves.",
+            contract=None, authorizedActions=None,
+        ),
+        reading=extraction(
+            allowedSystems=[], allowedResources=[], allowedRecoveryActions=[],
+            authorizedActions=[],
+        ),
+    )  # fmt: skip
+    cluster.create_monitor(
+        task="You may restart Deployment shop.",
+        stopWhen="Stop when every running pod of shop started after ConfigMap prices was last "
+        "written.",
+        everyMinutes=1,
+    )
+    status = wait_until(cluster.stopped, 300, "the monitor to stop", operator.logs)
+    assert status["stop"]["reason"] == "goalComplete", status["stop"]
+    [[leaf]] = status["authority"]["goal"]["done"]
+    assert leaf["kind"] == "podsStartedAfter" and leaf["after"]["name"] == "prices"
+    assert "its oldest running pod started" in status["report"]
+    acts = [s for s in cluster.steps() if s["spec"]["kind"] == "act"]
+    assert [s["spec"]["input"]["action"]["authorizedActionId"] for s in acts] == ["restart-shop"]
+    template = apps.read_namespaced_deployment("shop", cluster.ns).spec.template
+    assert "kubectl.kubernetes.io/restartedAt" in (template.metadata.annotations or {})
+    sets = apps.list_namespaced_replica_set(cluster.ns, label_selector="app=shop").items
+    assert len(sets) == 2, "one restart: the first ReplicaSet and the restarted one"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from tests.support.engine_loop import T0, Loop
@@ -10,6 +10,7 @@ from tests.support.observations import (
     AUTHORIZED,
     action,
     contract,
+    extraction,
     observation,
     paid_observation,
     result,
@@ -36,6 +37,7 @@ from goalkeeper.core.engine import (
 from goalkeeper.core.models import (
     GoalState,
     Health,
+    LeafKind,
     MonitorSpec,
     MonitorState,
     MonitorStatus,
@@ -1443,6 +1445,64 @@ def test_pods_crashing_while_ready_give_up_even_though_the_done_leaf_holds() -> 
         }
     )
     assert stopped_with(_accepted(loop, observation("wait"), crashing)).reason is StopReason.blocked
+
+
+def _storefront(started: datetime, rolling_out: bool = False) -> ObjectFacts:
+    return ObjectFacts.model_validate(
+        {
+            "kind": "Deployment",
+            "name": "storefront",
+            "namedIn": ["stopWhen", "task"],
+            "replicas": 1,
+            "availableReplicas": 1,
+            "updatedReplicas": 1,
+            "rollingOut": rolling_out,
+            "pods": {"count": 1, "restarts": 0, "oldestStart": started.isoformat()},
+        }
+    )
+
+
+def test_the_restart_a_rule_on_pod_starts_needs_is_the_engines_own_act_and_done_once() -> None:
+    """ "Every running pod of storefront started after this Monitor did": the run's start is
+    stamped into the leaf as the rule is recorded; older pods are restarted by the person's
+    grant whatever the model said, the check waits while the rollout replaces them, and the
+    run completes once the newest run, whatever the model says then."""
+    loop = Loop(
+        task="You may restart Deployment storefront once.",
+        stopWhen="Stop when every running pod of storefront started after this Monitor did.",
+        extraction=extraction(
+            allowedSystems=[], allowedResources=[], allowedRecoveryActions=[], authorizedActions=[]
+        ),
+    )
+    loop.start()
+
+    def said(route: str, **overrides: object) -> Observation:
+        return observation(route, contract=None, authorizedActions=[], **overrides)
+
+    assert loop.status.authority is not None and loop.status.authority.goal is not None
+    [[leaf]] = loop.status.authority.goal.done
+    assert leaf.kind is LeafKind.podsStartedAfter and leaf.since == T0
+    step = launched(_accepted(loop, said("wait"), _storefront(T0 - timedelta(hours=1))))
+    assert step.kind is StepKind.act and step.input.action is not None
+    assert step.input.action.authorizedActionId == "restart-storefront"
+    assert step.input.action.mutationSet == ["deployments/storefront"]
+    loop.finish()  # observed again at once
+    for answer in (
+        said("wait"),
+        said("stop", goal="incomplete", work="blocked", stopReason="outsideAuthority"),
+    ):
+        rolling = _storefront(T0 - timedelta(hours=1), rolling_out=True)
+        effects = _accepted(loop, answer, rolling)
+        assert "LaunchStep" not in kinds(effects) and "StopMonitor" not in kinds(effects)
+        assert loop.status.schedule is not None
+        loop.now = loop.status.schedule.nextCheckAt
+        loop.send(TimerDue())
+    renewed = _storefront(loop.now)
+    stop = stopped_with(_accepted(loop, said("wait"), renewed))
+    assert stop.reason is StopReason.goalComplete
+    assert [(a.targetStateId, a.count) for a in loop.status.attempts] == [
+        ("restart-storefront-g1", 1)
+    ]
 
 
 def test_a_done_group_the_facts_do_not_meet_leaves_the_models_answer_to_the_engine() -> None:

@@ -80,7 +80,6 @@ def test_the_goal_is_about_what_the_stop_rule_names_else_the_task() -> None:
         job(active=0),  # resumed, no pod yet
         deployment(availableReplicas=0, readyReplicas=0),
         deployment(updatedReplicas=1),
-        deployment(staleConfig=["pricing-config"]),  # its pods run the config before a fix
     ],
 )
 def test_goal_complete_is_refused_while_the_named_target_is_not_done(fact: ObjectFacts) -> None:
@@ -95,6 +94,8 @@ def test_goal_complete_is_refused_while_the_named_target_is_not_done(fact: Objec
         job(succeeded=1, failed=1, ended="Complete"),  # a retry within the Job succeeded
         deployment(),
         deployment(replicas=0, readyReplicas=0, availableReplicas=0, updatedReplicas=0),
+        # Pods on a ConfigMap's earlier data: whether that matters, only the stop rule says.
+        deployment(staleConfig=["pricing-config"]),
     ],
 )
 def test_goal_complete_is_taken_when_the_state_allows_it(fact: ObjectFacts) -> None:
@@ -272,9 +273,18 @@ def test_either_of_two_jobs_completes_an_or_rule_while_the_other_still_runs() ->
     assert contradiction(seen("stop", **DONE), [running, done], None, check=1) is not None
 
 
-def test_a_restart_of_a_workload_already_on_the_current_config_is_refused() -> None:
-    """Seen from a small model: after the restart, its next observation repeated the earlier
-    one's "started before ConfigMap pricing-config was last written" and asked again."""
+RESTART_TASK = "ConfigMap pricing-config was corrected. You may restart Deployment pricing-worker."
+
+
+def worker(started: str, **numbers: Any) -> ObjectFacts:
+    pods = {"count": 1, "restarts": 0, "oldestStart": started}
+    return deployment("pricing-worker", NamedIn.action, NamedIn.stopWhen, pods=pods, **numbers)
+
+
+def test_a_restart_is_refused_by_the_stop_rules_leaf_on_pod_starts_not_by_config_alone() -> None:
+    """The stop rule says the pods must start after the fix: a restart is refused once they
+    did, or while their rollout is under way. With no such leaf, a restart stands whatever
+    the pods' ConfigMaps: a restart for a memory leak is no business of a config fact."""
     restart = seen(
         "act",
         action=action(
@@ -291,21 +301,31 @@ def test_a_restart_of_a_workload_already_on_the_current_config_is_refused() -> N
             verb=GrantVerb.restart,
         )
     ]
-    fresh = deployment(
-        "pricing-worker", NamedIn.action, NamedIn.task, freshConfig=["pricing-config"]
+    rule = read_stop_rule(
+        "Stop when every pod of pricing-worker started after the fix.", "", RESTART_TASK
     )
-    refused = contradiction(restart, [fresh], actions=grants)
-    assert refused is not None and "restart of Deployment pricing-worker" in refused
-    stale = deployment(
-        "pricing-worker", NamedIn.action, NamedIn.task, staleConfig=["pricing-config"]
+    written = ObjectFacts(
+        kind=FactKind.ConfigMap,
+        name="pricing-config",
+        namedIn=[NamedIn.task],
+        writtenAt="2026-12-03T10:00:00Z",
     )
-    assert contradiction(restart, [stale], actions=grants) is None
-    # Named by the task alone, not the action: nothing to refuse here.
-    named = [deployment("pricing-worker", freshConfig=["x"])]
-    assert contradiction(restart, named, actions=grants) is None
+    after, before = worker("2026-12-03T10:05:00Z"), worker("2026-12-03T09:30:00Z")
+    refused = contradiction(restart, [after, written], rule, check=2, actions=grants)
+    assert refused is not None and refused.startswith("a restart contradicts the stop rule")
+    assert "its oldest running pod started 2026-12-03T10:05:00Z, at or after" in refused
+    assert contradiction(restart, [before, written], rule, check=2, actions=grants) is None
+    rolling = worker("2026-12-03T09:30:00Z", rollingOut=True)
+    refused = contradiction(restart, [rolling, written], rule, check=2, actions=grants)
+    assert (
+        refused is not None and "the rollout of Deployment pricing-worker is under way" in refused
+    )
+    # No leaf on the pods' starts: nothing to refuse, fresh config or not.
+    fresh = worker("2026-12-03T10:05:00Z", freshConfig=["pricing-config"])
+    assert contradiction(restart, [fresh, written], None, check=2, actions=grants) is None
     # The grant it names decides what the act is, not the words of the answer.
     resume = [grants[0].model_copy(update={"verb": GrantVerb.resume})]
-    assert contradiction(restart, [fresh], actions=resume) is None
+    assert contradiction(restart, [after, written], rule, check=2, actions=resume) is None
 
 
 def test_a_stop_outside_authority_is_refused_while_a_named_job_runs() -> None:

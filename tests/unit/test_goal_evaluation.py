@@ -7,6 +7,7 @@ unknown), and a claim of completion is refused exactly when every group has a fa
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from goalkeeper.core.goals import (
     read_stop_rule,
     settled_complete,
     settled_given_up,
+    since_run_start,
 )
 from goalkeeper.core.models import (
     FactKind,
@@ -89,6 +91,18 @@ def configmap(name: str, data: dict[str, str | None]) -> ObjectFacts:
     return ObjectFacts(kind=FactKind.ConfigMap, name=name, namedIn=[NamedIn.stopWhen], data=data)
 
 
+def started(at: str | None) -> PodsFacts:
+    return PodsFacts(count=1 if at else 0, restarts=0, oldestStart=at)
+
+
+def written(name: str, at: str) -> ObjectFacts:
+    return ObjectFacts(kind=FactKind.ConfigMap, name=name, namedIn=[NamedIn.task], writtenAt=at)
+
+
+AFTER_WRITE = (
+    "Stop when every pod of Deployment web started after ConfigMap web-config was last written."
+)
+AFTER_RUN = "Stop when every pod of Deployment web started after this Monitor did."
 # (id, stop rule, facts, checks, unchanged, judged answers by leaf id, minutes of the run,
 #  (done, done refuted, the give-up leaf that holds as a line, or None))
 Row = tuple[
@@ -421,6 +435,78 @@ ROWS: list[Row] = [
         None,
         (False, False, None),
     ),
+    (
+        "pods-after-the-write",
+        AFTER_WRITE,
+        [
+            workload("web", 1, 1, 1, pods=started("2026-12-03T10:05:00Z")),
+            written("web-config", "2026-12-03T10:00:00Z"),
+        ],
+        2,
+        0,
+        {},
+        None,
+        (True, False, None),
+    ),
+    (
+        "pods-in-the-second-of-the-write",
+        AFTER_WRITE,
+        [
+            workload("web", 1, 1, 1, pods=started("2026-12-03T10:00:00Z")),
+            written("web-config", "2026-12-03T10:00:00Z"),
+        ],
+        2,
+        0,
+        {},
+        None,
+        (True, False, None),
+    ),
+    (
+        "pods-before-the-write",
+        AFTER_WRITE,
+        [
+            workload("web", 1, 1, 1, pods=started("2026-12-03T09:30:00Z")),
+            written("web-config", "2026-12-03T10:00:00Z"),
+        ],
+        2,
+        0,
+        {},
+        None,
+        (False, True, None),
+    ),
+    (
+        "no-pod-runs",
+        AFTER_WRITE,
+        [
+            workload("web", 1, 0, 1, pods=started(None)),
+            written("web-config", "2026-12-03T10:00:00Z"),
+        ],
+        2,
+        0,
+        {},
+        None,
+        (False, True, None),
+    ),
+    (
+        "the-write-not-read",
+        AFTER_WRITE,
+        [workload("web", 1, 1, 1, pods=started("2026-12-03T10:05:00Z"))],
+        2,
+        0,
+        {},
+        None,
+        (False, False, None),
+    ),
+    (
+        "the-run-start-not-recorded",
+        AFTER_RUN,
+        [workload("web", 1, 1, 1, pods=started("2026-12-03T10:05:00Z"))],
+        2,
+        0,
+        {},
+        None,
+        (False, False, None),
+    ),
     # Only a give-up: nothing the words call done, so no claim of completion stands.
     ("no-goal", "Give up after 3 checks.", [], 1, 0, {}, None, (False, True, None)),
 ]
@@ -459,6 +545,27 @@ def test_reasons_name_the_fact() -> None:
     assert [v.value for v in found.leaves.values()] == [False, False]
 
 
+def test_pods_count_from_the_run_start_recorded_with_the_rule() -> None:
+    """ "After this Monitor did": the moment the engine recorded the rule is stamped into
+    the leaf, so the step and the engine judge it alike, with no clock of their own."""
+    rule = since_run_start(read_stop_rule(AFTER_RUN, NS), datetime(2026, 12, 3, 10, tzinfo=UTC))
+    assert rule is not None
+    [leaf] = rule.leaves()
+    assert leaf.since == datetime(2026, 12, 3, 10, tzinfo=UTC)
+    for at, done in (("2026-12-03T09:59:59Z", False), ("2026-12-03T10:00:01Z", True)):
+        found = evaluate(
+            rule, [workload("web", 1, 1, 1, pods=started(at))], checks=2, unchanged=0, judged={}
+        )
+        assert found.done is done, found.leaves[leaf.id].reason
+    assert found.leaves[leaf.id].reason == (
+        "Deployment web: its oldest running pod started 2026-12-03T10:00:01Z, at or after the "
+        "run started (2026-12-03T10:00:00Z)"
+    )
+    # A rule with no such leaf is recorded as it was read.
+    other = read_stop_rule(AFTER_WRITE, NS)
+    assert since_run_start(other, datetime(2026, 12, 3, 10, tzinfo=UTC)) == other
+
+
 def test_pending_judged_are_the_unanswered() -> None:
     rule = read_stop_rule(
         "Stop when the report looks right or Job etl has succeeded. "
@@ -484,6 +591,7 @@ OBJECT_OF = {
     LeafKind.workloadReplicas: "StatefulSet",
     LeafKind.workloadUpdated: "Deployment",
     LeafKind.podsRestarting: "Deployment",
+    LeafKind.podsStartedAfter: "DaemonSet",
     LeafKind.cronjobSuspended: "CronJob",
     LeafKind.cronjobLastRunSucceeded: "CronJob",
     LeafKind.configMapKey: "ConfigMap",

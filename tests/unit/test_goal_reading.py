@@ -665,6 +665,83 @@ ROWS: list[tuple[str, str | tuple[str, str], list[str]]] = [
             "give up when: unchanged checks >= 10",
         ],
     ),
+    # --- pods started after a ConfigMap's write, or the run's start -------------------------
+    (
+        "started-after-the-fix",
+        (
+            "Stop when every running pod of pricing-worker started after the fix and its "
+            "rollout is complete.",
+            "ConfigMap pricing-config in this namespace was corrected a few minutes ago. "
+            "You may restart Deployment pricing-worker so that new pods read the corrected value.",
+        ),
+        [
+            "done when: Deployment pricing-worker pods all started after ConfigMap "
+            "pricing-config was last written AND Deployment pricing-worker rolled out"
+        ],
+    ),
+    (
+        "restarted-since-a-named-write",
+        "Stop when all pods of Deployment web have been restarted since ConfigMap web-config "
+        "was last written.",
+        ["done when: Deployment web pods all started after ConfigMap web-config was last written"],
+    ),
+    (
+        "after-the-last-change-to",
+        "Stop when every pod of Deployment web started after the last change to ConfigMap "
+        "web-config.",
+        ["done when: Deployment web pods all started after ConfigMap web-config was last written"],
+    ),
+    (
+        "possessive-since-the-monitor",
+        (
+            "Stop when web's running pods were restarted after this Monitor started.",
+            "Restart Deployment web once.",
+        ),
+        ["done when: Deployment web pods all started after the run started"],
+    ),
+    (
+        "after-the-run-or-a-limit",
+        "Stop when every pod of StatefulSet db started after the run started, or after 5 checks.",
+        [
+            "done when: StatefulSet db pods all started after the run started",
+            "give up when: checks >= 5",
+        ],
+    ),
+    (
+        "the-fix-of-no-configmap",
+        (
+            "Stop when every pod of web started after the fix.",
+            "A fix to the image was pushed. ConfigMap web-config was updated last week. "
+            "You may restart Deployment web.",
+        ),
+        ['done when: judged "every pod of web started after the fix"'],
+    ),
+    (
+        "the-fix-of-two-configmaps",
+        (
+            "Stop when every pod of Deployment web started after the fix.",
+            "ConfigMap a was fixed, and ConfigMap b was fixed too.",
+        ),
+        ['done when: judged "every pod of Deployment web started after the fix"'],
+    ),
+    (
+        "the-fix-said-of-a-deployment",
+        (
+            "Stop when every pod of Deployment web started after the fix.",
+            "Deployment web was fixed yesterday; ConfigMap web-config holds its settings.",
+        ),
+        ['done when: judged "every pod of Deployment web started after the fix"'],
+    ),
+    (
+        "after-a-job-is-no-write",
+        "Stop when every pod of Deployment web started after Job migrate finished.",
+        ['done when: judged "every pod of Deployment web started after Job migrate finished"'],
+    ),
+    (
+        "pods-of-a-job-start-after-nothing",
+        "Stop when every pod of Job etl started after this Monitor did.",
+        ['done when: judged "every pod of Job etl started after this Monitor did"'],
+    ),
     # --- context, authority, and nothing ----------------------------------------------------
     (
         "context",

@@ -52,6 +52,21 @@ OLD_WEB_DOWN = fact(FactKind.Deployment, "old-web", replicas=0, availableReplica
 WEB_ONE = fact(FactKind.Deployment, "web", replicas=1, availableReplicas=1)
 FLAGS = fact(FactKind.ConfigMap, "flags", data={"mode": "shadow"})
 
+FIXED = "ConfigMap prices was corrected. You may restart Deployment shop once."
+AFTER_FIX = "Stop when every pod of shop started after the fix."
+PRICES = fact(FactKind.ConfigMap, "prices", writtenAt="2026-12-03T10:00:00Z")
+
+
+def shop(started: str, **numbers: object) -> ObjectFacts:
+    pods = {"count": 1, "restarts": 0, "oldestStart": started}
+    numbers = {"replicas": 1, "availableReplicas": 1, **numbers}
+    return fact(FactKind.Deployment, "shop", pods=pods, **numbers)
+
+
+SHOP_BEFORE = shop("2026-12-03T09:30:00Z", rollingOut=False)
+SHOP_ROLLING = shop("2026-12-03T09:30:00Z", rollingOut=True)
+SHOP_AFTER = shop("2026-12-03T10:05:00Z", rollingOut=False)
+
 CHAIN = "You may resume Job extract. You may resume Job load once Job extract has succeeded."
 EXTRACT_HELD = job("extract", suspended=True)
 EXTRACT_RUNS = job("extract", active=1)
@@ -195,6 +210,18 @@ ROWS: list[tuple[str, str, str, list[ObjectFacts], list[str]]] = [
         [EXTRACT_HELD, LOAD_HELD],
         [],
     ),
+    ("restart-after-the-fix", FIXED, AFTER_FIX, [SHOP_BEFORE, PRICES], ["restart-shop"]),
+    # Its pods are being replaced: the newest may start after the fix with no other act.
+    ("restart-while-rolling-out", FIXED, AFTER_FIX, [SHOP_ROLLING, PRICES], []),
+    ("restarted-already", FIXED, AFTER_FIX, [SHOP_AFTER, PRICES], []),
+    ("when-the-fix-was-made-unread", FIXED, AFTER_FIX, [SHOP_BEFORE], []),
+    (
+        "a-restart-makes-no-other-leaf",
+        FIXED,
+        "Stop when Deployment shop is available.",
+        [shop("2026-12-03T09:30:00Z", availableReplicas=0)],
+        [],
+    ),
     (
         "two-grants-two-moves",
         "You may resume Job build. You may scale Deployment old-web to 0.",
@@ -309,6 +336,18 @@ COMING_LEAVES: list[tuple[str, str, list[ObjectFacts], list[str]]] = [
         ["Deployment web is available"],
     ),
     ("no-state-comes-alone", "Stop when Deployment old-web has 0 replicas.", [OLD_WEB], []),
+    (
+        "pods-being-replaced",
+        "Stop when every pod of Deployment shop started after this Monitor did.",
+        [SHOP_ROLLING],
+        [],  # the run's start is not stamped here: the leaf's value is unknown
+    ),
+    (
+        "pods-being-replaced-after-a-write",
+        "Stop when every pod of Deployment shop started after ConfigMap prices was last written.",
+        [SHOP_ROLLING, PRICES],
+        ["every pod of Deployment shop started after ConfigMap prices was last written"],
+    ),
     ("negated", "Stop when Job build is not running.", [RUNNING], []),
     (
         "one-of-two",

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from hashlib import sha256
 from typing import Any
 
-from goalkeeper.core.goals import refuted_completion
+from goalkeeper.core.goals import evaluate, refuted_completion
 from goalkeeper.core.models import (
     ActionKind,
     AuthorizedAction,
@@ -118,12 +118,6 @@ def describe(fact: ObjectFacts) -> str:
     )
 
 
-def runs_earlier_config(fact: ObjectFacts) -> bool:
-    """A workload whose running pods all read a named ConfigMap before it was last written,
-    with no rollout under way: its pods keep that earlier data until they restart."""
-    return fact.kind in _WORKLOADS and bool(fact.staleConfig) and not _rollout_short(fact)
-
-
 def _rollout_short(fact: ObjectFacts) -> bool:
     want = fact.replicas or 0
     return any((n or 0) < want for n in (fact.availableReplicas, fact.updatedReplicas))
@@ -159,13 +153,6 @@ def contradiction(
                     "that failed completes no goal (route act when the task allows a re-run, "
                     "else stop with goal incomplete)."
                 )
-            if fact.staleConfig:
-                return (
-                    f"goal 'complete' contradicts what the step read: the running pods of "
-                    f"{fact.kind.value} {fact.name} started before ConfigMap "
-                    f"{', '.join(fact.staleConfig)} was last written, so they run its earlier "
-                    "data."
-                )
         refuted = refuted_completion(goal_rule, facts, checks=check)
         if refuted is not None:
             return refuted
@@ -200,14 +187,9 @@ def contradiction(
         return None
     verb = next((a.verb for a in actions or () if a.id == action.authorizedActionId), None)
     if verb is GrantVerb.restart:
-        for fact in facts:
-            if NamedIn.action in fact.namedIn and fact.freshConfig and not fact.staleConfig:
-                return (
-                    f"a restart of {fact.kind.value} {fact.name} contradicts what the step "
-                    f"read: its running pods started after ConfigMap "
-                    f"{', '.join(fact.freshConfig)} was last written, so they already run its "
-                    "current data."
-                )
+        restarted = restarted_already(goal_rule, facts, check)
+        if restarted is not None:
+            return f"a restart contradicts the stop rule: {restarted}."
     for fact in facts:
         if NamedIn.action not in fact.namedIn or fact.kind is not FactKind.Job:
             continue
@@ -219,6 +201,32 @@ def contradiction(
                 "an 'advance' action (start or resume) contradicts what the step read: "
                 f"{describe(fact)}."
             )
+    return None
+
+
+def restarted_already(
+    goal_rule: GoalRule | None, facts: Sequence[ObjectFacts], check: int
+) -> str | None:
+    """Why no restart is needed by the stop rule's own words: a leaf that the pods of a
+    workload started after some moment holds, or their rollout toward it is under way.
+    None when no such leaf is there to say it (a restart for another reason stands)."""
+    if goal_rule is None:
+        return None
+    found = evaluate(goal_rule, facts, checks=check, unchanged=0, judged={})
+    for leaf in goal_rule.leaves():
+        value = found.leaves[leaf.id]
+        if leaf.kind is not LeafKind.podsStartedAfter or leaf.negated or leaf.object is None:
+            continue
+        if leaf.object.namespace != goal_rule.namespace:
+            continue  # facts are read in the Monitor's namespace only
+        if value.value is True:
+            return f'"{leaf.quote}" holds ({value.reason})'
+        fact = next(
+            (f for f in facts if (f.kind.value, f.name) == (leaf.object.kind, leaf.object.name)),
+            None,
+        )
+        if value.value is False and fact is not None and fact.rollingOut:
+            return f'"{leaf.quote}" is on its way: the rollout of {fact.ref} is under way'
     return None
 
 

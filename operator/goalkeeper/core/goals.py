@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Annotated, TypeVar
 
 from pydantic import Field, ValidationError
@@ -61,6 +62,7 @@ from goalkeeper.core.reading import (
     _name,
     _names,
     _NoParse,
+    _object,
     _objects,
     _phrases,
     _set,
@@ -508,6 +510,108 @@ _THEM = _phrases("""
     any of those""")
 
 
+# "every running pod of X started after …": which pods, the verb, then what they follow.
+_EVERY = _phrases("""
+    every
+    each
+    all
+    all the
+    all of the
+    the
+""")
+_LIVE = _set("running current live")
+_STARTED = _phrases("""
+    started
+    has started
+    have started
+    was started
+    were started
+    has been started
+    have been started
+    restarted
+    has restarted
+    have restarted
+    was restarted
+    were restarted
+    has been restarted
+    have been restarted
+    were created
+    have been created
+    were recreated
+    have been recreated
+    were replaced
+    have been replaced
+""")
+_SINCE = _set("after since")
+_RUN_START = _phrases("""
+    this monitor did
+    this monitor started
+    this monitor was created
+    this monitor was applied
+    the monitor did
+    the monitor started
+    the monitor was created
+    the monitor was applied
+    this run started
+    this run began
+    the run started
+    the run began
+    the start of the run
+    the start of this run
+    the run 's start
+""")
+# What the task says befell an object, by the noun the stop rule refers to it with ("the
+# fix"): a family of participles, each with its nouns.
+_CHANGE_FAMILIES = {
+    "fix": (
+        _set("fixed corrected repaired"),
+        _phrases("""
+            the fix
+            the correction
+            the config fix
+            the configuration fix
+            the configmap fix
+        """),
+    ),
+    "change": (
+        _set("changed updated edited modified patched rewritten"),
+        _phrases("""
+            the change
+            the update
+            the edit
+            the config change
+            the configuration change
+            the configmap change
+            the config update
+            the configuration update
+            the configmap update
+        """),
+    ),
+}
+_WRITTEN = _set("written changed updated edited modified patched rewritten fixed corrected")
+_HAPPENED = _phrases("""
+    was
+    were
+    has been
+    have been
+    got
+    is
+""")
+_ADVERBS = _set("just recently already now last")
+_LAST_WRITE = _phrases("""
+    the last write to
+    the last write of
+    the last change to
+    the last change of
+    the last update to
+    the last update of
+    the last edit to
+    the last edit of
+    the latest change to
+    the latest update to
+""")
+
+
 # --- predicates ----------------------------------------------------------------------------------
 
 _Part = tuple[str, int | None, bool]  # a state, its count, negated
@@ -518,6 +622,8 @@ _Dnf = list[list[GoalLeaf]]
 class _Context:
     namespace: str
     kinds: Mapping[str, str]  # a name written without its kind: the one kind written elsewhere
+    # "the fix", "the change": the one ConfigMap the task says was fixed, or changed
+    changed: Mapping[str, ObjectRef] = field(default_factory=dict)
     # Judged leaves whose states are failures ("either of them has failed"): they give up.
     failing: list[GoalLeaf] = field(default_factory=list)
 
@@ -539,6 +645,7 @@ def _leaf(
     key: str | None = None,
     value: str | None = None,
     negated: bool = False,
+    after: ObjectRef | None = None,
 ) -> GoalLeaf:
     said = clip(quote)
     return GoalLeaf(
@@ -549,6 +656,7 @@ def _leaf(
         key=key,
         value=value,
         negated=negated,
+        after=after,
         quote=said,
         question=said if kind is LeafKind.judged else None,
     )
@@ -816,9 +924,69 @@ def _config_value(c: _Text) -> str | None:
     return value if len(value) <= 253 else None
 
 
+def _started_after(c: _Text, ctx: _Context) -> _Dnf | None:
+    """`every running pod of web started after ConfigMap app was last written`, `web's pods
+    have been restarted since this Monitor started`, `all pods of web started after the fix`
+    (the one ConfigMap the task says was fixed): the run's start or a ConfigMap's last write,
+    which its pods read only when they start."""
+    start = c.at
+    every = c.take_any(_EVERY) is not None
+    c.at += c.peek() in _LIVE
+    found = None
+    if c.take(("pods", "of")) or c.take(("pod", "of")):
+        found = _refs(c, ctx)
+    elif not every:
+        c.at = start
+        found = _refs(c, ctx)
+        if found is not None and c.take(("'s",)):
+            c.at += c.peek() in _LIVE
+            found = found if c.take(("pods",)) or c.take(("pod",)) else None
+        else:
+            found = None
+    if found is None or found[1] == "or" or c.take_any(_STARTED) is None:
+        c.at = start
+        return None
+    if c.peek() not in _SINCE:
+        c.at = start
+        return None
+    c.at += 1
+    after = _written(c, ctx)
+    if after is None and c.take_any(_RUN_START) is None:
+        c.at = start
+        return None
+    if any(ref.kind not in _FITS[LeafKind.podsStartedAfter] for ref in found[0]):
+        c.at = start
+        return None
+    quote = c.quote(start, c.at)
+    return [[_leaf(LeafKind.podsStartedAfter, quote, object=ref, after=after) for ref in found[0]]]
+
+
+def _written(c: _Text, ctx: _Context) -> ObjectRef | None:
+    """`ConfigMap app [was last written|changed]`, `the last change to ConfigMap app`,
+    `the fix`: the ConfigMap whose last write is meant; None, and nothing taken, else."""
+    start = c.at
+    for family, (_, nouns) in _CHANGE_FAMILIES.items():
+        if family in ctx.changed and c.take_any(nouns) is not None:
+            return ctx.changed[family]
+    lead = c.take_any(_LAST_WRITE) is not None
+    found = _refs(c, ctx)
+    if found is None or [r.kind for r in found[0]] != ["ConfigMap"]:
+        c.at = start
+        return None
+    if not lead:
+        mark = c.at
+        if c.take_any(_HAPPENED) is not None:
+            c.at += c.peek() in _ADVERBS
+            if c.peek() in _WRITTEN:
+                c.at += 1
+            else:
+                c.at = mark
+    return found[0][0]
+
+
 def _predicate(c: _Text, ctx: _Context) -> _Dnf | None:
     start = c.at
-    found = _limit(c) or _key_value(c, ctx)
+    found = _limit(c) or _key_value(c, ctx) or _started_after(c, ctx)
     if found is not None:
         return found
     subject = _subject(c, ctx)
@@ -1071,16 +1239,17 @@ def _trailing(c: _Text) -> tuple[str, int, int] | None:
 _BEFORE_IT = frozenset({"when", "if", "once", "until", "after", "before", "and", "or", ","})
 
 
-def _resolve_it(c: _Text) -> _Text:
+def _resolve_it(c: _Text, kinds: Mapping[str, str]) -> _Text:
     """ "it" as a subject (and "its" before one), in a sentence that names exactly one
-    object by kind and name, read as that object ("Stop when Job a has succeeded, or when it
-    has failed", "… or give up if its pods keep crashing"); with more objects, or none, "it"
-    stays and its clause is judged."""
+    object, by kind and name or by a name of one kind elsewhere (`kinds`), read as that
+    object ("Stop when Job a has succeeded, or when it has failed", "… or give up if its pods
+    keep crashing"); with more objects, or none, "it" stays and its clause is judged."""
     named = {
         (_KINDS[w], c.words[i + 1])
         for i, w in enumerate(c.words[:-1])
         if w in _KINDS and _name(c.words[i + 1]) and c.words[i + 1] not in _RESERVED
     }
+    named |= {(kinds[w], w) for w in c.words if w in kinds}
     if len(named) != 1 or not {"it", "its"} & set(c.words):
         return c
     [(kind, name)] = named
@@ -1102,7 +1271,7 @@ def _sentence(sentence: Sentence, ctx: _Context, led: bool) -> tuple[str, _Dnf, 
     """A sentence's role ('lead': a `Stop when` sentence; 'condition': a list item under a
     `Stop when:` header; 'giveUp'; 'bare': no lead; 'header': under a header not read), its
     done groups and its give-up leaves."""
-    c = _resolve_it(_text(sentence.text))
+    c = _resolve_it(_text(sentence.text), ctx.kinds)
     role = "bare"
     mode, start, end = "done", 0, len(c.words)
     if sentence.header:
@@ -1146,6 +1315,50 @@ def _kinds_named(texts: Sequence[str], namespace: str) -> dict[str, str]:
     return {name: kinds.pop() for name, kinds in seen.items() if len(kinds) == 1}
 
 
+def _changed(task: str, namespace: str) -> dict[str, ObjectRef]:
+    """For "the fix" and "the change": the one object the task says was fixed (or changed),
+    as the subject of that participle in its clause, when that object is a ConfigMap; a
+    family said of no object, of several, or of another kind resolves nothing."""
+    said: dict[str, list[ObjectRef | None]] = {}
+    for sentence in sentences(task):
+        words = tokens(sentence.text)
+        for family, (participles, _) in _CHANGE_FAMILIES.items():
+            for at in _happened(words, participles):
+                said.setdefault(family, []).append(_subject_before(words, at, namespace))
+    return {
+        family: refs[0]
+        for family, refs in said.items()
+        if len(_unique(refs)) == 1 and refs[0] is not None and refs[0].kind == "ConfigMap"
+    }
+
+
+def _happened(words: list[str], participles: frozenset[str]) -> list[int]:
+    """Where `was corrected`, `has just been updated` begin: one of the participles after its
+    auxiliary."""
+    found = []
+    for i in range(len(words)):
+        c = _Cursor(words, i)
+        if c.take_any(_HAPPENED) is not None:
+            c.at += c.peek() in _ADVERBS
+            if c.peek() in participles:
+                found.append(i)
+    return found
+
+
+def _subject_before(words: list[str], at: int, namespace: str) -> ObjectRef | None:
+    """The object named last before `at` in the same clause, when it is one object."""
+    for start in range(at - 1, -1, -1):
+        if words[start] in (";", ":", ",", "."):
+            return None
+        try:
+            found = _object(_Cursor(words, start), namespace)
+        except _NoParse:
+            continue
+        if found:
+            return found[0] if len(found) == 1 else None
+    return None
+
+
 def _grants_or_forbids(text: str) -> bool:
     found = read([(Words.stopWhen, text)])
     return bool(found.grants or found.prohibitions or found.dropped or found.refused)
@@ -1154,7 +1367,9 @@ def _grants_or_forbids(text: str) -> bool:
 def read_stop_rule(stop_when: str, namespace: str, task: str = "") -> GoalRule:
     """The stop rule as typed leaves. `task` only tells the kind of a name the rule writes
     alone ("web has 3 ready replicas" after the task's "Deployment web")."""
-    ctx = _Context(namespace, _kinds_named((task, stop_when), namespace))
+    ctx = _Context(
+        namespace, _kinds_named((task, stop_when), namespace), changed=_changed(task, namespace)
+    )
     read_: list[tuple[Sentence, str, _Dnf, list[GoalLeaf]]] = []
     for s in sentences(stop_when):
         led = any(role == "lead" for _, role, _, _ in read_)
@@ -1191,6 +1406,24 @@ def read_stop_rule(stop_when: str, namespace: str, task: str = "") -> GoalRule:
         # More than a rule holds: the model judges the words whole.
         whole = _leaf(LeafKind.judged, stop_when).model_copy(update={"id": "g1"})
         return GoalRule(namespace=namespace, done=[[whole]])
+
+
+def since_run_start(rule: GoalRule | None, at: datetime) -> GoalRule | None:
+    """The rule with the run's start, `at` (when it is recorded), in each leaf that counts
+    pods' starts from it."""
+    if rule is None:
+        return None
+
+    def stamped(leaf: GoalLeaf) -> GoalLeaf:
+        counts = leaf.kind is LeafKind.podsStartedAfter and leaf.after is None
+        return leaf.model_copy(update={"since": at}) if counts else leaf
+
+    return rule.model_copy(
+        update={
+            "done": [[stamped(leaf) for leaf in group] for group in rule.done],
+            "giveUp": [stamped(leaf) for leaf in rule.giveUp],
+        }
+    )
 
 
 def _numbered(done: _Dnf, give_up: list[GoalLeaf]) -> tuple[_Dnf, list[GoalLeaf]]:
@@ -1426,7 +1659,47 @@ def _leaf_value(
     fact = read_.get((leaf.object.kind, name))
     if fact is None:
         return None, f"{ref}: not read"
+    if leaf.kind is LeafKind.podsStartedAfter:
+        return _started_value(leaf, fact, rule, read_)
     return _fact_value(leaf, fact)
+
+
+def _started_value(
+    leaf: GoalLeaf,
+    fact: ObjectFacts,
+    rule: GoalRule,
+    read_: Mapping[tuple[str, str], ObjectFacts],
+) -> tuple[bool | None, str]:
+    """Whether every running pod of the workload started at or after the ConfigMap's last
+    data write (a pod reads it when it starts), or the run's start: its oldest does."""
+    since, what = leaf.since, "the run started"
+    if leaf.after is not None:
+        what = f"{leaf.after.ref} was last written"
+        if leaf.after.namespace != rule.namespace:
+            return None, f"{leaf.after.ref} in namespace {leaf.after.namespace}: not read"
+        written = read_.get((leaf.after.kind, leaf.after.name))
+        since = written.writtenAt if written is not None else None
+        if since is None:
+            return None, f"when {what}: not read"
+    if since is None:
+        return None, "when the run started: not recorded"
+    if fact.pods is None:
+        return None, f"{fact.ref}: its pods were not read"
+    oldest = fact.pods.oldestStart
+    if oldest is None:
+        return False, f"{fact.ref}: no pod runs"
+    at = f"{fact.ref}: its oldest running pod started {_stamp(oldest)}"
+    if _utc(oldest) >= _utc(since):
+        return True, f"{at}, at or after {what} ({_stamp(since)})"
+    return False, f"{at}, before {what} ({_stamp(since)})"
+
+
+def _utc(at: datetime) -> datetime:
+    return at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def _stamp(at: datetime) -> str:
+    return _utc(at).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _fact_value(leaf: GoalLeaf, f: ObjectFacts) -> tuple[bool | None, str]:
@@ -1537,6 +1810,9 @@ def leaf_line(leaf: GoalLeaf, namespace: str = "") -> str:
             said = f"{ref} replicas = {leaf.count}"
         elif leaf.kind is LeafKind.workloadAvailable:
             said = f"{ref} available" + (f" >= {leaf.count}" if leaf.count is not None else "")
+        elif leaf.kind is LeafKind.podsStartedAfter:
+            after = f"{leaf.after.ref} was last written" if leaf.after else "the run started"
+            said = f"{ref} pods all started after {after}"
         else:
             said = f"{ref} {_SAID[leaf.kind]}"
     return f"NOT {said}" if leaf.negated else said

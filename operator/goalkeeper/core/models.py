@@ -677,6 +677,7 @@ class LeafKind(StrEnum):
     workloadReplicas = "workloadReplicas"  # spec replicas == count
     workloadUpdated = "workloadUpdated"  # rollout finished: updated == replicas == available
     podsRestarting = "podsRestarting"  # a pod of the workload or Job crash-loops
+    podsStartedAfter = "podsStartedAfter"  # every running pod started after a write or the run
     cronjobSuspended = "cronjobSuspended"
     cronjobLastRunSucceeded = "cronjobLastRunSucceeded"
     configMapKey = "configMapKey"  # data[key] == value
@@ -700,6 +701,7 @@ _FITS: dict[LeafKind, frozenset[str]] = {
     LeafKind.workloadReplicas: frozenset({"Deployment", "StatefulSet"}),
     LeafKind.workloadUpdated: _WORKLOADS,
     LeafKind.podsRestarting: _WORKLOADS | _JOB,
+    LeafKind.podsStartedAfter: _WORKLOADS,
     LeafKind.cronjobSuspended: frozenset({"CronJob"}),
     LeafKind.cronjobLastRunSucceeded: frozenset({"CronJob"}),
     LeafKind.configMapKey: frozenset({"ConfigMap"}),
@@ -723,6 +725,15 @@ class GoalLeaf(Model):
     key: Annotated[str, Field(max_length=253)] | None = None
     value: Annotated[str, Field(max_length=253)] | None = None
     negated: StrictBool = False
+    after: ObjectRef | None = Field(
+        default=None,
+        description="podsStartedAfter: the ConfigMap whose last data write the pods must have "
+        "started after; none: the run's start, as `since`.",
+    )
+    since: datetime | None = Field(
+        default=None,
+        description="podsStartedAfter with no ConfigMap: when the stop rule was recorded.",
+    )
     quote: GoalQuote
     question: GoalQuote | None = None
 
@@ -741,6 +752,11 @@ class GoalLeaf(Model):
             raise ValueError("a configMapKey leaf, and only it, names a key and a value")
         if (self.question is not None) != (self.kind is LeafKind.judged):
             raise ValueError("a judged leaf, and only it, has a question")
+        started = self.kind is LeafKind.podsStartedAfter
+        if (self.after is not None or self.since is not None) and not started:
+            raise ValueError("only a podsStartedAfter leaf starts after a write or the run")
+        if self.after is not None and (self.after.kind != "ConfigMap" or self.since is not None):
+            raise ValueError("a podsStartedAfter leaf starts after a ConfigMap or the run")
         return self
 
 
@@ -1661,6 +1677,9 @@ class PodsFacts(Model):
         description="A reason a container waits in; CrashLoopBackOff first when any has it.",
     )
     lastExit: PodExit | None = None
+    oldestStart: datetime | None = Field(
+        default=None, description="When the oldest running pod started; none when none runs."
+    )
 
     @property
     def crash_looping(self) -> bool:
@@ -1704,6 +1723,11 @@ class ObjectFacts(Model):
     readyReplicas: Count | None = None
     availableReplicas: Count | None = None
     updatedReplicas: Count | None = None
+    rollingOut: bool | None = Field(
+        default=None,
+        description="Workloads: their controller has yet to read the spec, or pods of an "
+        "earlier one are still being replaced.",
+    )
     staleConfig: ConfigMapNames = Field(
         default_factory=list,
         description="Workloads: named ConfigMaps their pods read, written after the oldest "
@@ -1726,6 +1750,11 @@ class ObjectFacts(Model):
         default=None,
         description="ConfigMaps: the keys the stop rule names, each with its value when it "
         "is short; a key it lacks is absent.",
+    )
+    writtenAt: datetime | None = Field(
+        default=None,
+        description="ConfigMaps the stop rule's pods must have started after: when their data "
+        "was last written.",
     )
 
     @property

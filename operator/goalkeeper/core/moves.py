@@ -175,6 +175,10 @@ def coming_leaves(
     for leaf in (leaf for group in rule.done for leaf in group):
         state = _COMING_STATES.get(leaf.kind)
         value = found.leaves[leaf.id]
+        if value.value is False and _rolls_out_toward(leaf, rule.namespace, facts):
+            assert leaf.object is not None  # a podsStartedAfter leaf names its workload
+            coming.append((leaf, value, leaf.object.model_copy(update={"namespace": ""})))
+            continue
         if state is None or leaf.negated or leaf.object is None or value.value is not False:
             continue
         if leaf.object.namespace != rule.namespace:
@@ -183,6 +187,17 @@ def coming_leaves(
         if authority.condition_coming(GrantCondition(object=ref, state=state), facts):
             coming.append((leaf, value, ref))
     return coming
+
+
+def _rolls_out_toward(leaf: GoalLeaf, namespace: str, facts: Sequence[ObjectFacts]) -> bool:
+    """Whether the pods a podsStartedAfter leaf is about are being replaced now: the newest
+    may start after what the leaf counts from with no further act. `namespace`: the rule's."""
+    if leaf.kind is not LeafKind.podsStartedAfter or leaf.negated or leaf.object is None:
+        return False
+    if leaf.object.namespace != namespace:
+        return False  # facts are read in the Monitor's namespace only
+    fact = authority.fact_of(leaf.object.model_copy(update={"namespace": ""}), facts)
+    return fact is not None and fact.rollingOut is True
 
 
 # Verbs whose effect the facts read: a key's value or a repair's is not.
@@ -237,7 +252,9 @@ def _false_leaf_moves(
         (leaf, found.leaves[leaf.id])
         for group in rule.done
         for leaf in group
-        if found.leaves[leaf.id].value is False and leaf.kind is not LeafKind.judged
+        if found.leaves[leaf.id].value is False
+        and leaf.kind is not LeafKind.judged
+        and not _rolls_out_toward(leaf, rule.namespace, facts)
     ]
     usable = [g for g in grants if authority.by_code(g) and g.object is not None]
     usable = [g for g in usable if authority.precondition_unmet(g, facts) is None]
@@ -303,6 +320,8 @@ def _moves(grant: TypedGrant, leaf: GoalLeaf, namespace: str) -> bool:
             )
         case GrantVerb.suspend:
             return kind in (LeafKind.jobSuspended, LeafKind.cronjobSuspended) and not negated
+        case GrantVerb.restart:
+            return kind is LeafKind.podsStartedAfter and not negated
         case GrantVerb.rerun:
             return kind is LeafKind.jobSucceeded and not negated
         case GrantVerb.scale:

@@ -27,9 +27,7 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 from goalkeeper.core.authority import by_code
 from goalkeeper.core.facts import (
     contradiction,
-    goal_objects,
     goal_print,
-    runs_earlier_config,
 )
 from goalkeeper.core.goals import settled_complete, settled_given_up
 from goalkeeper.core.guards import named_action
@@ -38,7 +36,6 @@ from goalkeeper.core.models import (
     CostSource,
     GoalRule,
     GoalState,
-    GrantVerb,
     LeafKind,
     ObjectFacts,
     Observation,
@@ -338,33 +335,21 @@ class Refusals:
     # The recorded actions' words, once an action named the example's change (seen: its
     # maxReplicas, refused again and again in the same step, for a Deployment's scale)
     said: list[str] = field(default_factory=list)
-    asked_again: bool = False  # whether a stop or a wait was asked about (once a step)
+    asked_again: bool = False  # whether a stop was asked about (once a step)
 
     def check(self, ctx: RunContext[Any], observation: Observation) -> Any:
         try:
-            named = sound(observation, self.step_input, self.tools, self.worked_example)
-            # Asked once, and only with a retry left: a second stop or wait stands. Not
+            sound(observation, self.step_input, self.tools, self.worked_example)
+            # Asked once, and only with a retry left: a second stop stands. Not
             # where typed leaves decide: the engine acts on them itself (core/moves.py).
             ask = (
                 not self.asked_again
                 and not ctx.last_attempt
                 and not leaves_decide(self.step_input.goal)
             )
-            question = None
-            if ask:
-                goal = goal_objects(named)
-                question = gives_up_untried(observation, self.step_input) or waits_for_nothing(
-                    observation, self.step_input, goal
-                )
-                if question is not None:
-                    routes = self.refuted.setdefault("route", set())
-                    routes.add(observation.route.value)
-                    if question.startswith(WAITS_FOR_NOTHING) and restarts_recorded(
-                        self.step_input
-                    ):
-                        # Seen: the wait refused, a stop 'paidActionNotApproved' instead.
-                        routes.add(Route.stop.value)
+            question = gives_up_untried(observation, self.step_input) if ask else None
             if question is not None:
+                self.refuted.setdefault("route", set()).add(observation.route.value)
                 self.asked_again = True
                 raise ModelRetry(question)
             return observation
@@ -440,46 +425,6 @@ def gives_up_untried(observation: Observation, step_input: StepInput) -> str | N
         f"{_listed(step_input)}. If one of them moves the goal forward, answer route act "
         "with it; else route wait."
     )
-
-
-WAITS_FOR_NOTHING = "Route 'wait' waits for nothing that moves by itself"
-
-
-def waits_for_nothing(
-    observation: Observation, step_input: StepInput, goal_facts: Sequence[ObjectFacts]
-) -> str | None:
-    """Why a wait short of the goal is asked again while a workload the goal names runs a
-    ConfigMap's earlier data, no rollout is under way and the task authorizes actions: a
-    pod reads it only when it starts, so nothing changes it by itself. Else None. Not right
-    after an action, whose rollout may still be replacing the pods. Seen: a Deployment to
-    be restarted after a config fix, answered wait at every check up to the safety limit.
-    `goal_facts`: the facts of the objects the goal names, as the step read them."""
-    if observation.route is not Route.wait or observation.goal is GoalState.complete:
-        return None
-    previous = step_input.previousObservation
-    if not step_input.authorizedActions or (previous and previous.route is Route.act):
-        return None
-    stale = next((f for f in goal_facts if runs_earlier_config(f)), None)
-    if stale is None:
-        return None
-    then = (
-        "Answer route act with the one that restarts them."
-        if restarts_recorded(step_input)
-        else "Route stop only if none of them would replace those pods; else answer route "
-        "act with the one that does."
-    )
-    return (
-        f"{WAITS_FOR_NOTHING}: the running pods of "
-        f"{stale.kind.value} {stale.name} started before ConfigMap "
-        f"{', '.join(stale.staleConfig or [])} was last written, and a pod reads it only when "
-        "it starts, so they keep its earlier data until they are replaced. The task "
-        f"authorizes these actions: {_listed(step_input)}. {then}"
-    )
-
-
-def restarts_recorded(step_input: StepInput) -> bool:
-    """Whether a recorded action restarts a workload's pods, in its own words."""
-    return any(a.verb is GrantVerb.restart for a in step_input.authorizedActions)
 
 
 def _listed(step_input: StepInput) -> str:

@@ -164,6 +164,9 @@ def _pods_facts(pods: list[dict[str, Any]]) -> dict[str, Any]:
                 if isinstance(code, int) and not isinstance(code, bool) and code != 0:
                     exits.append((str(ended.get("finishedAt") or ""), _exit(pod, ended, code)))
     facts: dict[str, Any] = {"count": len(pods), "restarts": restarts}
+    started = [str(t) for p in pods if (t := _running_since(p))]
+    if started:
+        facts["oldestStart"] = min(started)
     if waiting:
         facts["waiting"] = "CrashLoopBackOff" if "CrashLoopBackOff" in waiting else waiting[0]
     if exits:
@@ -172,6 +175,12 @@ def _pods_facts(pods: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 _KUBELET_REASON = re.compile(KUBELET_REASON_PATTERN)
+
+
+def _running_since(pod: Mapping[str, Any]) -> str:
+    """When a running pod started, as its kubelet wrote it; '' for one that does not run."""
+    status = pod.get("status") or {}
+    return str(status.get("startTime") or "") if status.get("phase") == "Running" else ""
 
 
 def _exit(pod: Mapping[str, Any], ended: Mapping[str, Any], code: int) -> dict[str, Any]:
@@ -216,12 +225,9 @@ def _mark_stale_config(found: list[dict[str, Any]], pods: list[dict[str, Any]]) 
         reads = _config_maps_read(item) & written.keys()
         if not reads:
             continue
-        started = [
-            str((p.get("status") or {}).get("startTime") or "")
-            for p in pods
-            if (p.get("status") or {}).get("phase") == "Running" and _selects(item, p)
-        ]
-        oldest = min((t for t in started if t), default="")
+        oldest = min(
+            (t for p in pods if _selects(item, p) and (t := _running_since(p))), default=""
+        )
         if oldest:
             item["staleConfig"] = sorted(n for n in reads if written[n] > oldest)
             item["freshConfig"] = sorted(n for n in reads if n not in item["staleConfig"])
@@ -265,13 +271,15 @@ def facts_of(
     objects: Iterable[Mapping[str, Any]], goal: GoalRule | None = None
 ) -> list[ObjectFacts]:
     """The numbers the operator checks an observation against; a ConfigMap only when the
-    `goal` names keys of it, with those keys alone."""
+    `goal` names keys of it, with those keys alone, or pods that must start after it."""
     keys: dict[str, set[str]] = {}
     namespace = goal.namespace if goal is not None else ""
     for leaf in goal.leaves() if goal is not None else []:
         ref = leaf.object
         if leaf.kind is LeafKind.configMapKey and ref and ref.namespace == namespace and leaf.key:
             keys.setdefault(ref.name, set()).add(leaf.key)
+        if leaf.after is not None and leaf.after.namespace == namespace:
+            keys.setdefault(leaf.after.name, set())
     found = []
     for obj in objects:
         if obj.get("kind") == FactKind.ConfigMap:
@@ -291,7 +299,11 @@ def _config_map_facts(obj: Mapping[str, Any], keys: set[str]) -> ObjectFacts:
         if isinstance(value := data.get(key), str)
     }
     return ObjectFacts(
-        kind=FactKind.ConfigMap, name=obj["metadata"]["name"], namedIn=obj["namedIn"], data=held
+        kind=FactKind.ConfigMap,
+        name=obj["metadata"]["name"],
+        namedIn=obj["namedIn"],
+        data=held,
+        writtenAt=_last_written(obj) or None,
     )
 
 
@@ -319,6 +331,9 @@ def _facts(obj: Mapping[str, Any]) -> ObjectFacts:
             "availableReplicas": _count(status.get("numberAvailable")),
             "updatedReplicas": _count(status.get("updatedNumberScheduled")),
         }
+        numbers["rollingOut"] = (
+            _unread_spec(obj) or numbers["updatedReplicas"] < (numbers["replicas"])
+        )
     else:
         numbers = {
             "replicas": _count(spec.get("replicas", 1)),
@@ -326,6 +341,12 @@ def _facts(obj: Mapping[str, Any]) -> ObjectFacts:
             "availableReplicas": _count(status.get("availableReplicas")),
             "updatedReplicas": _count(status.get("updatedReplicas")),
         }
+        wanted = numbers["replicas"]
+        numbers["rollingOut"] = (
+            _unread_spec(obj)
+            or numbers["updatedReplicas"] < wanted
+            or _count(status.get("replicas")) > wanted
+        )
     for field in ("staleConfig", "freshConfig"):
         if obj.get(field):
             numbers[field] = list(obj[field])
@@ -335,6 +356,12 @@ def _facts(obj: Mapping[str, Any]) -> ObjectFacts:
         numbers["pods"] = obj["podFacts"]
     numbers["syncedBy"] = synced_by(obj)
     return ObjectFacts(kind=kind, name=obj["metadata"]["name"], namedIn=obj["namedIn"], **numbers)
+
+
+def _unread_spec(obj: Mapping[str, Any]) -> bool:
+    """Whether the workload's controller has yet to read its newest spec."""
+    generation = _count((obj.get("metadata") or {}).get("generation"))
+    return _count((obj.get("status") or {}).get("observedGeneration")) < generation
 
 
 def _config_note(obj: Mapping[str, Any]) -> str:

@@ -14,6 +14,7 @@ from tests.support.step_fakes import FakeKube, config_map, deployment, step_inpu
 from tests.unit.step.test_step_agent import FID, final, scripted, tools
 
 from goalkeeper.core.facts import goal_print
+from goalkeeper.core.goals import read_stop_rule
 from goalkeeper.core.models import FactKind, JobEnd, NamedIn
 from goalkeeper.step import facts
 from goalkeeper.step.agent import RunLimits, run_act, run_observe
@@ -247,6 +248,51 @@ def test_a_workload_whose_pods_predate_the_named_config_they_read_is_marked_stal
     )
 
 
+def test_the_facts_a_leaf_on_pod_starts_needs_are_read_by_code() -> None:
+    """The oldest running pod's start (a pod that ended or waits is not running), the
+    ConfigMap's last data write, and whether a rollout still replaces pods: the controller
+    has not read the spec yet, fewer pods are updated than wanted, or more run than wanted."""
+    fixed = config_map("pricing-config", {"currency": "EUR"})
+    fixed["metadata"]["managedFields"] = [
+        {"manager": "kubectl-patch", "time": "2026-12-03T10:00:00Z", "fieldsV1": {"f:data": {}}},
+        {
+            "manager": "kubectl-label",
+            "time": "2026-12-03T11:00:00Z",
+            "fieldsV1": {"f:metadata": {}},
+        },
+    ]
+    pods = [
+        worker_pod("pw-new", "2026-12-03T10:05:00Z"),
+        worker_pod("pw-newer", "2026-12-03T10:06:00Z"),
+        worker_pod("pw-done", "2026-12-03T08:00:00Z", phase="Succeeded"),
+        worker_pod("pw-waits", "2026-12-03T07:00:00Z", phase="Pending"),
+    ]
+    kube = FakeKube([pricing_worker(), fixed, *pods])
+    goal = read_stop_rule(RESTART_STOP, "", RESTART_TASK)
+    read = facts.read(kube, "shop", task=RESTART_TASK, stop_when=RESTART_STOP)
+    worker, config = facts.facts_of(read, goal)
+    assert worker.pods is not None and worker.pods.oldestStart is not None
+    assert worker.pods.oldestStart.isoformat() == "2026-12-03T10:05:00+00:00"
+    assert worker.rollingOut is False
+    assert config.writtenAt is not None and config.writtenAt.isoformat().startswith(
+        "2026-12-03T10:00:00"
+    )
+    # With no leaf that needs it, the ConfigMap is no fact of its own.
+    assert [f.kind for f in facts.facts_of(read)] == [FactKind.Deployment]
+
+    for status in (
+        {"observedGeneration": 1},  # generation 2: the controller has not read it yet
+        {"updatedReplicas": 0},
+        {"replicas": 2},  # a surge pod next to the one wanted
+    ):
+        moving = pricing_worker()
+        moving["metadata"]["generation"] = 2
+        moving["status"] |= {"observedGeneration": 2} | status
+        kube.put(moving)
+        read = facts.read(kube, "shop", task=RESTART_TASK, stop_when=RESTART_STOP)
+        assert facts.facts_of(read, goal)[0].rollingOut is True, status
+
+
 def test_a_config_map_mounted_whole_follows_its_changes_and_is_never_stale() -> None:
     fixed = config_map("pricing-config", {"currency": "EUR"})
     fixed["metadata"]["managedFields"] = [
@@ -406,29 +452,6 @@ def stale_worker(started: str = "2026-12-03T09:30:00Z") -> FakeKube:
     return FakeKube([pricing_worker(), fixed, worker_pod("pw", started)])
 
 
-async def test_a_wait_while_the_goals_workload_runs_earlier_config_data_is_asked_about() -> None:
-    """pricing-worker's pod read pricing-config before its fix and no rollout is under way:
-    nothing changes that by itself, so a wait is asked again, once, naming the stale pods
-    and the recorded restart; the next answer stands."""
-    given = step_input(task=RESTART_TASK, stopWhen=RESTART_STOP, authorizedActions=RESTART)
-    restart = observation_dict("act", action=action(mutationSet=["deployments/pricing-worker"]))
-    waits = observation_dict("wait", goal="incomplete", work="running")
-    model, seen = scripted(final(waits), final(restart))
-    outcome = await run_observe(given, model, tools(stale_worker()))
-    assert outcome.ok, outcome.error
-    assert outcome.result is not None and outcome.result["route"] == "act"
-    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
-    assert "Route 'wait' waits for nothing that moves by itself" in retry
-    assert "Deployment pricing-worker started before ConfigMap pricing-config" in retry
-    assert "restart-worker (restart Deployment pricing-worker)" in retry
-
-    # Asked once: the same wait again stands.
-    model, seen = scripted(*[final(waits)] * 2)
-    outcome = await run_observe(given, model, tools(stale_worker()))
-    assert outcome.ok and outcome.result is not None and outcome.result["route"] == "wait"
-    assert len(seen) == 2
-
-
 def route_recording(routes: list[set[str]]) -> Callable[[dict[str, Any]], Any]:
     """A scripted answer that first notes the routes its request's output grammar admits."""
 
@@ -443,36 +466,18 @@ def route_recording(routes: list[set[str]]) -> Callable[[dict[str, Any]], Any]:
     return answer
 
 
-async def test_with_a_recorded_restart_the_stale_pods_leave_the_grammar_act_alone() -> None:
-    """Seen: the wait refused, the model stopped 'paidActionNotApproved' instead. With a
-    recorded action that restarts the pods, neither wait nor stop is admitted again."""
-    given = step_input(
-        task=RESTART_TASK,
-        stopWhen=RESTART_STOP,
-        authorizedActions=RESTART,
-        contract=observation_dict("wait")["contract"],
-    )
-    restart = observation_dict("act", action=action(mutationSet=["deployments/pricing-worker"]))
-    waits = observation_dict("wait", goal="incomplete", work="running")
-    routes: list[set[str]] = []
-    answer = route_recording(routes)
-    model, seen = scripted(answer(waits), answer(restart))
-    outcome = await run_observe(given, model, tools(stale_worker()), routed_output=True)
-    assert outcome.ok and outcome.result is not None, outcome.error
-    assert routes == [{"wait", "act", "stop"}, {"act"}]
-    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
-    assert "Answer route act with the one that restarts them." in retry
-
-
 async def test_an_act_the_facts_refute_is_not_offered_again_in_the_check() -> None:
-    """pricing-worker's pods already run pricing-config's current data: a restart is refused
-    by the facts, and the next request's grammar offers no act at all (its only grant was
-    refused), so a model that would repeat it answers wait or stop instead."""
+    """pricing-worker's pods all started after pricing-config's fix, as the stop rule asks:
+    a restart is refused by that leaf, and the next request's grammar offers no act at all
+    (its only grant was refused), so a model that would repeat it answers wait or stop."""
+    # A judged part keeps the facts from settling the check with no model asked.
+    stop = RESTART_STOP.rstrip(".") + " and the checkout page shows prices in EUR."
     given = step_input(
         task=RESTART_TASK,
-        stopWhen=RESTART_STOP,
+        stopWhen=stop,
         authorizedActions=RESTART,
         contract=observation_dict("wait")["contract"],
+        goal=read_stop_rule(stop, "", RESTART_TASK),
     )
     restart = observation_dict(
         "act",
@@ -490,17 +495,23 @@ async def test_an_act_the_facts_refute_is_not_offered_again_in_the_check() -> No
     assert outcome.result["route"] == "wait"
     assert routes == [{"wait", "act", "stop"}, {"wait", "stop"}]
     retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
-    assert "a restart of Deployment pricing-worker contradicts" in retry
+    assert "a restart contradicts the stop rule" in retry
+    assert "its oldest running pod started 2026-12-03T10:05:00Z" in retry
     assert "restart-worker is not offered again in this check" in retry
 
 
-async def test_a_wait_is_taken_at_once_after_an_action_with_fresh_pods_or_nothing_allowed() -> None:
+async def test_a_wait_is_taken_at_once_whether_the_pods_predate_the_fix_or_not() -> None:
+    """No rule asks a wait again while pods run a ConfigMap's earlier data: where the stop
+    rule says the pods must start after the fix, the engine's move restarts them (its own
+    test); where it does not, whether the data matters is not the step's to guess."""
     waits = observation_dict("wait", goal="incomplete", work="running")
     acted = observation_dict("act", action=action(mutationSet=["deployments/pricing-worker"]))
+    typed = read_stop_rule(RESTART_STOP, "", RESTART_TASK)
     base = {"task": RESTART_TASK, "stopWhen": RESTART_STOP}
     for given, kube in (
-        # Right after the restart: its rollout may still be replacing the pods.
         (step_input(**base, authorizedActions=RESTART, previousObservation=acted), stale_worker()),
+        (step_input(**base, authorizedActions=RESTART), stale_worker()),
+        (step_input(**base, authorizedActions=RESTART, goal=typed), stale_worker()),
         (step_input(**base, authorizedActions=RESTART), stale_worker("2026-12-03T10:05:00Z")),
         (step_input(**base), stale_worker()),
     ):

@@ -373,8 +373,13 @@ class Turn(Asking):
             )
             st.contract = pinned.contract
             st.authorizedActions = pinned.actions
-            st.authority = pinned.record.model_copy(
-                update={"check": st.checks, "recordedAt": self.now}
+            record = pinned.record
+            st.authority = record.model_copy(
+                update={
+                    "check": st.checks,
+                    "recordedAt": self.now,
+                    "goal": goals.since_run_start(record.goal, self.now),
+                }
             )
             st.authorityGeneration = st.observedGeneration
             self.authority_notice(pinned.record)
