@@ -777,6 +777,25 @@ def test_a_check_is_settled_by_the_facts_only_when_a_whole_group_holds_typed() -
     assert settled_complete(judged, [migrated], checks=1) is None
 
 
+def test_pods_that_exited_with_an_error_settle_nothing_though_available_between_exits() -> None:
+    """Seen: a container that exits at once is ready, so available, for a moment after each
+    restart; a check that read that moment ended the run complete with no model asked."""
+    rule = read_stop_rule(
+        "Stop when search-indexer has one available replica, or when getting there would "
+        "take a change this task forbids.",
+        "",
+        "Get Deployment search-indexer to one available replica.",
+    )
+    between_exits = workload("search-indexer", 1, 1, 1, pods=pods(3, None))
+    exited = PodExit(pod="search-indexer-1", exitCode=1, reason="Error", message="schema v5")
+    assert between_exits.pods is not None
+    between_exits.pods.lastExit = exited
+    assert evaluate(rule, [between_exits], checks=1, unchanged=0, judged={}).leaves["g1"].value
+    assert settled_complete(rule, [between_exits], checks=1) is None
+    healthy = workload("search-indexer", 1, 1, 1, pods=pods(0, None))
+    assert settled_complete(rule, [healthy], checks=1) is not None
+
+
 def test_a_give_up_is_settled_by_the_facts_only_when_no_done_group_could_hold() -> None:
     crashing = workload("api", 2, 0, pods=pods(4, "CrashLoopBackOff"))
     typed = read_stop_rule(

@@ -1547,13 +1547,13 @@ def settled_complete(
     leaf's fact was not read, or a leaf does not hold."""
     if rule is None or not rule.done:
         return None
-    # Pods that exited with an error are on their way to a crash-loop give-up, ready or not.
+    # Pods that exited with an error may be available only between two exits (a container
+    # that exits at once is ready again after each restart): whether the goal holds is not
+    # the facts' alone to say.
     failing = {(f.kind.value, f.name) for f in facts if f.pods and f.pods.lastExit}
     if any(
-        leaf.kind is LeafKind.podsRestarting
-        and leaf.object is not None
-        and (leaf.object.kind, leaf.object.name) in failing
-        for leaf in rule.giveUp
+        leaf.object is not None and (leaf.object.kind, leaf.object.name) in failing
+        for leaf in rule.leaves()
     ):
         return None
     found = evaluate(rule, facts, checks=checks, unchanged=0, judged={})
