@@ -13,6 +13,7 @@ from tests.support.observations import TASK, action, extraction, observation
 from goalkeeper.core import authority
 from goalkeeper.core.engine import (
     ApprovalAnswered,
+    EmitReport,
     LaunchStep,
     ObservationAccepted,
     StepFinished,
@@ -345,6 +346,43 @@ def test_a_confirmation_that_still_misses_the_act_stops_outside_authority() -> N
     answer(loop, loop.status.approval.id)
     assert loop.status.stop is not None and loop.status.stop.reason == "outsideAuthority"
     assert "restart-web" in loop.status.stop.message
+
+
+@pytest.mark.parametrize(
+    ("route", "reason"),
+    [
+        # An act no grant covers while unclear words wait for a person: the refusal stands.
+        ("act", StopReason.outsideAuthority),
+        # A stop for want of authority: the model's reason stands.
+        ("stop", StopReason.outsideAuthority),
+    ],
+)
+def test_no_person_is_asked_at_the_safety_limit(route: str, reason: StopReason) -> None:
+    """A person's answer would need a check to act on or verify it; at the last check the
+    run stops, and the one report of that check is the last (no final report follows)."""
+    loop = Loop(task=f"{TASK} {UNCLEAR}", maxChecks=1)
+    loop.start()
+    restart = action(authorizedActionId="restart-web", mutationSet=["deployments/web"])
+    said = (
+        observation("act", action=restart, contract=None, authorizedActions=None)
+        if route == "act"
+        else observation(
+            "stop",
+            goal="incomplete",
+            stopReason="outsideAuthority",
+            contract=None,
+            authorizedActions=None,
+        )
+    )
+    effects = loop.observe(said)
+    assert loop.status.approval is None
+    assert loop.status.stop is not None and loop.status.stop.reason == reason
+    assert [e.check for e in effects if isinstance(e, EmitReport)] == [1]
+    # The same answer one check earlier waits for the person.
+    earlier = Loop(task=f"{TASK} {UNCLEAR}", maxChecks=2)
+    earlier.start()
+    earlier.observe(said)
+    assert earlier.status.approval is not None and earlier.status.stop is None
 
 
 ARGO = SyncedBy(controller="Argo CD", source="application shop")

@@ -29,10 +29,13 @@ CONFIRM_WINDOW = timedelta(days=7)
 class Asking(Scheduling):
     def needs_confirmation(self) -> bool:
         """Whether an act waits for a person to confirm the reading: words it left unclear,
-        or the operator's setting (with approvals on) for every first act."""
+        or the operator's setting (with approvals on) for every first act; never at the
+        safety limit."""
         record = self.status.authority
         setting = self.policy.confirm_authority and self.policy.approvals
-        return record is not None and not record.confirmedBy and (setting or bool(record.unclear))
+        if record is None or record.confirmedBy or not self.person_can_answer():
+            return False
+        return setting or bool(record.unclear)
 
     def await_confirmation(
         self,

@@ -132,6 +132,11 @@ class TurnBase:
     def limit_reached(self) -> bool:
         return self.status.checks >= self.spec.maxChecks
 
+    def person_can_answer(self) -> bool:
+        """Whether a person is worth asking: only while a check is left to act on (or
+        verify) their answer; at the safety limit the run stops instead."""
+        return not self.limit_reached()
+
     def notify(self, what: str, reason: str, message: str, *, warning: bool = False) -> None:
         self.effects.append(Notify(what, reason, message[:1000], warning=warning))
 

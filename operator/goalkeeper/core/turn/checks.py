@@ -147,7 +147,7 @@ class Turn(Asking):
             self.await_confirmation(observation, None, held=held)
         elif observation.route is Route.stop:
             self.report_and_stop(observation, *self.stop_reason(observation))
-        elif health.stalled_again(st.health) and self.policy.approvals:
+        elif health.stalled_again(st.health) and self.policy.approvals and self.person_can_answer():
             self.await_stall_decision(observation)
         elif health.stalled_again(st.health):
             self.report_and_stop(
@@ -194,7 +194,7 @@ class Turn(Asking):
         objects read the same for `OFFER_AFTER_UNCHANGED` checks (a wait that leads only to
         the safety limit). Else None."""
         record = self.status.authority
-        if record is None:
+        if record is None or not self.person_can_answer():
             return None
         if observation.route is Route.stop:
             if self.stop_reason(observation)[0] is not StopReason.outsideAuthority:
