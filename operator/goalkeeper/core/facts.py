@@ -44,6 +44,7 @@ from goalkeeper.core.models import (
     SyncedBy,
     WorkState,
 )
+from goalkeeper.core.moves import rolls_out_toward
 from goalkeeper.core.mutations import KubeTarget, parse_entry
 
 # Tokens that may be an object's name: DNS subdomains as Kubernetes allows them.
@@ -221,12 +222,9 @@ def restarted_already(
             continue  # facts are read in the Monitor's namespace only
         if value.value is True:
             return f'"{leaf.quote}" holds ({value.reason})'
-        fact = next(
-            (f for f in facts if (f.kind.value, f.name) == (leaf.object.kind, leaf.object.name)),
-            None,
-        )
-        if value.value is False and fact is not None and fact.rollingOut:
-            return f'"{leaf.quote}" is on its way: the rollout of {fact.ref} is under way'
+        if value.value is False and rolls_out_toward(leaf, goal_rule.namespace, facts):
+            rolling = f"{leaf.object.kind} {leaf.object.name}"
+            return f'"{leaf.quote}" is on its way: the rollout of {rolling} is under way'
     return None
 
 

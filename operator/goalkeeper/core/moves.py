@@ -175,7 +175,7 @@ def coming_leaves(
     for leaf in (leaf for group in rule.done for leaf in group):
         state = _COMING_STATES.get(leaf.kind)
         value = found.leaves[leaf.id]
-        if value.value is False and _rolls_out_toward(leaf, rule.namespace, facts):
+        if value.value is False and rolls_out_toward(leaf, rule.namespace, facts):
             assert leaf.object is not None  # a podsStartedAfter leaf names its workload
             coming.append((leaf, value, leaf.object.model_copy(update={"namespace": ""})))
             continue
@@ -189,7 +189,7 @@ def coming_leaves(
     return coming
 
 
-def _rolls_out_toward(leaf: GoalLeaf, namespace: str, facts: Sequence[ObjectFacts]) -> bool:
+def rolls_out_toward(leaf: GoalLeaf, namespace: str, facts: Sequence[ObjectFacts]) -> bool:
     """Whether the pods a podsStartedAfter leaf is about are being replaced now: the newest
     may start after what the leaf counts from with no further act. `namespace`: the rule's."""
     if leaf.kind is not LeafKind.podsStartedAfter or leaf.negated or leaf.object is None:
@@ -254,7 +254,7 @@ def _false_leaf_moves(
         for leaf in group
         if found.leaves[leaf.id].value is False
         and leaf.kind is not LeafKind.judged
-        and not _rolls_out_toward(leaf, rule.namespace, facts)
+        and not rolls_out_toward(leaf, rule.namespace, facts)
     ]
     usable = [g for g in grants if authority.by_code(g) and g.object is not None]
     usable = [g for g in usable if authority.precondition_unmet(g, facts) is None]
