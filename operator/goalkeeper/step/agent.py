@@ -34,9 +34,6 @@ from goalkeeper.core.guards import named_action
 from goalkeeper.core.models import (
     ActionResult,
     CostSource,
-    GoalRule,
-    GoalState,
-    LeafKind,
     ObjectFacts,
     Observation,
     Route,
@@ -335,23 +332,10 @@ class Refusals:
     # The recorded actions' words, once an action named the example's change (seen: its
     # maxReplicas, refused again and again in the same step, for a Deployment's scale)
     said: list[str] = field(default_factory=list)
-    asked_again: bool = False  # whether a stop was asked about (once a step)
 
     def check(self, ctx: RunContext[Any], observation: Observation) -> Any:
         try:
             sound(observation, self.step_input, self.tools, self.worked_example)
-            # Asked once, and only with a retry left: a second stop stands. Not
-            # where typed leaves decide: the engine acts on them itself (core/moves.py).
-            ask = (
-                not self.asked_again
-                and not ctx.last_attempt
-                and not leaves_decide(self.step_input.goal)
-            )
-            question = gives_up_untried(observation, self.step_input) if ask else None
-            if question is not None:
-                self.refuted.setdefault("route", set()).add(observation.route.value)
-                self.asked_again = True
-                raise ModelRetry(question)
             return observation
         except ModelRetry as refused:
             self.last = str(refused)
@@ -401,30 +385,6 @@ def sound(
                 "describe that change, on this task's objects."
             )
     return against_facts(observation, step_input, tools)
-
-
-def leaves_decide(goal: GoalRule | None) -> bool:
-    """Whether the stop rule has a typed leaf in a done group: then a grant that makes one
-    true is acted on by the engine, and a stop or wait is not asked about in words."""
-    return goal is not None and any(
-        leaf.kind is not LeafKind.judged for group in goal.done for leaf in group
-    )
-
-
-def gives_up_untried(observation: Observation, step_input: StepInput) -> str | None:
-    """Why a stop short of the goal at a run's first check is asked again, while the task
-    authorizes actions none of which was tried; else None. Seen: a Deployment at 0 of the 2
-    replicas its task allowed, stopped `outsideAuthority` instead of scaled."""
-    if observation.route is not Route.stop or observation.goal is GoalState.complete:
-        return None
-    if step_input.previousObservation is not None or not step_input.authorizedActions:
-        return None
-    return (
-        f"Route 'stop' with goal '{observation.goal.value}' ends the run for good, before "
-        f"any action of the task was tried. The task authorizes these actions: "
-        f"{_listed(step_input)}. If one of them moves the goal forward, answer route act "
-        "with it; else route wait."
-    )
 
 
 def _listed(step_input: StepInput) -> str:

@@ -17,7 +17,7 @@ from goalkeeper.core.facts import goal_print
 from goalkeeper.core.goals import read_stop_rule
 from goalkeeper.core.models import FactKind, JobEnd, NamedIn
 from goalkeeper.step import facts
-from goalkeeper.step.agent import RunLimits, run_act, run_observe
+from goalkeeper.step.agent import run_act, run_observe
 from goalkeeper.step.kube import KubeError
 
 
@@ -341,27 +341,6 @@ GIVEN_UP = {"goal": "incomplete", "work": "blocked", "stopReason": "outsideAutho
 SCALE = [{"id": "scale-web", "description": "Scale Deployment web to 2 replicas.", "paid": False}]
 
 
-async def test_a_first_check_that_stops_short_untried_is_asked_about_the_recorded_actions() -> None:
-    """Deployment web sits at 0 replicas and the task allows scaling it: a stop at the
-    run's first check is asked again, naming the action; the model's next answer stands."""
-    kube = FakeKube([deployment(replicas=0)])
-    scale = observation_dict("act", action=action(mutationSet=["deployments/web"]))
-    given = step_input(task="Scale Deployment web to 2 replicas.", authorizedActions=SCALE)
-    model, seen = scripted(final(observation_dict("stop", **GIVEN_UP)), final(scale))
-    outcome = await run_observe(given, model, tools(kube))
-    assert outcome.ok, outcome.error
-    assert outcome.result is not None and outcome.result["route"] == "act"
-    retry = str(seen[1][-1].parts[-1].content)  # type: ignore[union-attr]
-    assert "Route 'stop' with goal 'incomplete' ends the run for good" in retry
-    assert "scale-web (Scale Deployment web to 2 replicas)" in retry
-
-    # Asked once: the same stop again stands.
-    model, seen = scripted(*[final(observation_dict("stop", **GIVEN_UP))] * 2)
-    outcome = await run_observe(given, model, tools(kube))
-    assert outcome.ok and outcome.result is not None and outcome.result["route"] == "stop"
-    assert len(seen) == 2
-
-
 COMPLETE = {"goal": "complete", "work": "complete", "stopReason": "goalComplete"}
 SCALE_UP_AND_BACK = {
     "task": "Run Deployment web at 1 replica until the queue is clear; you may scale it to 1.",
@@ -414,18 +393,14 @@ async def test_a_complete_is_taken_at_once_later_with_a_finished_job_or_nothing_
         assert outcome.result["route"] == "stop" and len(seen) == 1
 
 
-async def test_a_stop_after_an_earlier_check_or_with_nothing_authorized_is_taken_at_once() -> None:
+async def test_a_stop_short_is_the_steps_answer_at_once_whatever_is_authorized() -> None:
+    """What the person's grants do about a stop short is the engine's to decide (a move,
+    or an act offered to the person), so the step asks nothing again, at any check."""
     kube = FakeKube([deployment(replicas=0)])
     later = step_input(authorizedActions=SCALE, previousObservation=observation_dict("wait"))
-    first = step_input(authorizedActions=SCALE)
-    # The last: no retry left to ask with (GOALKEEPER_OUTPUT_RETRIES=0).
-    for given, limits in (
-        (later, None),
-        (step_input(), None),
-        (first, RunLimits(output_retries=0)),
-    ):
+    for given in (later, step_input(), step_input(authorizedActions=SCALE)):
         model, seen = scripted(final(observation_dict("stop", **GIVEN_UP)))
-        outcome = await run_observe(given, model, tools(kube), limits=limits)
+        outcome = await run_observe(given, model, tools(kube))
         assert outcome.ok and outcome.result is not None, outcome.error
         assert outcome.result["route"] == "stop" and len(seen) == 1
 

@@ -357,29 +357,6 @@ async def test_a_stop_refused_while_the_named_job_runs_leaves_the_grammar_for_th
     assert admitted(CASES["wait, running"], schemas[1])
 
 
-async def test_a_first_checks_stop_asked_again_leaves_the_grammar_for_the_step() -> None:
-    from tests.support.step_fakes import FakeKube, deployment
-    from tests.unit.step.test_step_agent import tools
-
-    from goalkeeper.step.agent import run_observe
-
-    schemas: list[dict[str, Any]] = []
-    given_up = answer("stop", goal="incomplete", work="blocked", stopReason="materialBlocker")
-    answers = [given_up, answer("wait")]
-
-    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        schemas.append(info.output_tools[0].parameters_json_schema)
-        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, answers.pop(0))])
-
-    given = step_input(authorizedActions=observation_dict("wait")["authorizedActions"])
-    found = await run_observe(
-        given, FunctionModel(model), tools(FakeKube([deployment()])),
-        routed_output=True,
-    )  # fmt: skip
-    assert found.ok and found.result is not None and found.result["route"] == "wait"
-    assert admitted(given_up, schemas[0]) and not admitted(given_up, schemas[1])
-
-
 def test_once_an_answer_copied_the_examples_ids_they_begin_with_a_named_object() -> None:
     narrowed = routed_schema(FLAT, ["restart-pricing-worker"], id_names=["pricing-worker"])
     for kind in ("AdvanceAction", "RecoveryAction"):
