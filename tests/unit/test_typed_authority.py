@@ -348,35 +348,33 @@ def test_a_confirmation_that_still_misses_the_act_stops_outside_authority() -> N
     assert "restart-web" in loop.status.stop.message
 
 
+RESTART_WEB = action(authorizedActionId="restart-web", mutationSet=["deployments/web"])
+
+
 @pytest.mark.parametrize(
-    ("route", "reason"),
+    "said",
     [
         # An act no grant covers while unclear words wait for a person: the refusal stands.
-        ("act", StopReason.outsideAuthority),
+        observation("act", action=RESTART_WEB, contract=None, authorizedActions=None),
         # A stop for want of authority: the model's reason stands.
-        ("stop", StopReason.outsideAuthority),
-    ],
-)
-def test_no_person_is_asked_at_the_safety_limit(route: str, reason: StopReason) -> None:
-    """A person's answer would need a check to act on or verify it; at the last check the
-    run stops, and the one report of that check is the last (no final report follows)."""
-    loop = Loop(task=f"{TASK} {UNCLEAR}", maxChecks=1)
-    loop.start()
-    restart = action(authorizedActionId="restart-web", mutationSet=["deployments/web"])
-    said = (
-        observation("act", action=restart, contract=None, authorizedActions=None)
-        if route == "act"
-        else observation(
+        observation(
             "stop",
             goal="incomplete",
             stopReason="outsideAuthority",
             contract=None,
             authorizedActions=None,
-        )
-    )
+        ),
+    ],
+    ids=["act", "stop"],
+)
+def test_no_person_is_asked_at_the_safety_limit(said: Observation) -> None:
+    """A person's answer would need a check to act on or verify it; at the last check the
+    run stops, and the one report of that check is the last (no final report follows)."""
+    loop = Loop(task=f"{TASK} {UNCLEAR}", maxChecks=1)
+    loop.start()
     effects = loop.observe(said)
     assert loop.status.approval is None
-    assert loop.status.stop is not None and loop.status.stop.reason == reason
+    assert loop.status.stop is not None and loop.status.stop.reason == "outsideAuthority"
     assert [e.check for e in effects if isinstance(e, EmitReport)] == [1]
     # The same answer one check earlier waits for the person.
     earlier = Loop(task=f"{TASK} {UNCLEAR}", maxChecks=2)
