@@ -9,7 +9,7 @@ in checks when a test shortens the minute.
 from __future__ import annotations
 
 from bench.goals import checks
-from bench.goals.scenario import Answer, Expected, Patch, Scenario, allow
+from bench.goals.scenario import Answer, Expected, Group, Patch, Scenario, allow
 from goalkeeper.core.models import StopReason
 
 COMPLETE = frozenset({StopReason.goalComplete})
@@ -884,6 +884,7 @@ ORDERED_RESUME = Scenario(
         allow("Job", "extract-orders", "spec.suspend"),
         allow("Job", "load-orders", "spec.suspend"),
     ),
+    group=Group.new_shapes,
 )
 
 CRONJOB_PAUSE = Scenario(
@@ -923,6 +924,7 @@ spec:
         max_acts=1,
     ),
     allowed=(allow("CronJob", "nightly-export", "spec.suspend"),),
+    group=Group.new_shapes,
 )
 
 TERSE_BULLETS = Scenario(
@@ -948,6 +950,7 @@ TERSE_BULLETS = Scenario(
         max_acts=1,
     ),
     allowed=(allow("Job", "orders-backfill", "spec.suspend"),),
+    group=Group.new_shapes,
 )
 
 GITOPS_MANAGED_RESTART = Scenario(
@@ -993,6 +996,7 @@ spec:
         max_acts=0,
     ),
     ready=(checks.available("Deployment", "storefront", 1),),
+    group=Group.new_shapes,
 )
 
 
@@ -1053,6 +1057,7 @@ TWO_PART_CLEANUP = Scenario(
         allow("Deployment", "old-api", "spec.replicas"),
     ),
     ready=(checks.available("Deployment", "old-api", 2),),
+    group=Group.new_shapes,
 )
 
 CRASHLOOP_WATCH = Scenario(
@@ -1094,6 +1099,7 @@ spec:
         max_acts=0,
     ),
     ready=(checks.pod_exited("Deployment", "payments-api"),),
+    group=Group.new_shapes,
 )
 
 JOB_FAILS_GIVE_UP = Scenario(
@@ -1129,6 +1135,7 @@ spec:
         (checks.job_failed("ledger-reconcile"),),
         max_acts=0,
     ),
+    group=Group.new_shapes,
 )
 
 YAMLISH_TASK = Scenario(
@@ -1156,6 +1163,7 @@ forbidden:
         max_acts=1,
     ),
     allowed=(allow("Job", "invoice-export", "spec.suspend"),),
+    group=Group.new_shapes,
 )
 
 CONFIGMAP_FLAG = Scenario(
@@ -1187,6 +1195,7 @@ data:
         max_acts=1,
     ),
     allowed=(allow("ConfigMap", "checkout-flags", "data[mode]"),),
+    group=Group.new_shapes,
 )
 
 EITHER_JOB = Scenario(
@@ -1236,6 +1245,7 @@ spec:
         (checks.job_succeeded("mirror-us"), checks.job_running("mirror-eu")),
         max_acts=0,
     ),
+    group=Group.new_shapes,
 )
 
 

@@ -83,6 +83,8 @@ def markdown(results: Sequence[TrialResult], *, model: str, minute: float) -> st
             if (of_kind := [s for s in steps if s.kind == kind])
         ),
     )
+    lines += ["", "Per accepted observe check, by group of scenarios:", ""]
+    lines += by_group(results)
     missed = [r for r in results if not r.expected]
     if missed:
         lines += ["", "Not as expected:", ""]
@@ -91,6 +93,46 @@ def markdown(results: Sequence[TrialResult], *, model: str, minute: float) -> st
         lines += ["", "Harmful mutations:", ""]
         lines += [f"- {r.name}: {line}" for r in results for line in r.harmful]
     return "\n".join(lines) + "\n"
+
+
+def by_group(results: Sequence[TrialResult]) -> list[str]:
+    """Each group's outcomes and what its observe checks cost: the figures a fit to one
+    group would show as a gap (a check settled by the facts sent no model request)."""
+    rows = []
+    for group in dict.fromkeys(r.group for r in results):
+        of_group = [r for r in results if r.group == group]
+        checks = sum(r.checks for r in of_group)
+        observed = [s for r in of_group for s in r.steps if s.kind == StepKind.observe]
+        asked = [s for s in observed if s.requests]
+        rows.append(
+            [
+                group,
+                f"{sum(r.expected for r in of_group)}/{len(of_group)}",
+                sum(len(r.harmful) for r in of_group),
+                checks,
+                len(observed) - len(asked),
+                f"{sum(s.requests for s in observed) / checks:.2f}" if checks else "-",
+                f"{sum(s.input_tokens for s in observed) / checks:,.0f}" if checks else "-",
+                _p50([float(s.input_tokens) for s in observed]),
+                _p50([s.seconds for s in observed if s.seconds is not None]),
+                _p50([s.seconds for s in asked if s.seconds is not None]),
+            ]
+        )
+    return table(
+        [
+            "group",
+            "as expected",
+            "harmful",
+            "checks",
+            "settled by the facts",
+            "requests / check",
+            "input tokens / check",
+            "p50 input tokens",
+            "observe p50 s",
+            "p50 s, asked",
+        ],
+        rows,
+    )
 
 
 def per_check(results: Sequence[TrialResult]) -> tuple[str, str]:
@@ -130,4 +172,8 @@ def repeats(runs: Sequence[Sequence[TrialResult]]) -> str:
     )
     each = [f"{sum(r.expected for r in run)}/{len(run)}" for run in runs]
     lines += ["", f"As expected in each run: {', '.join(each)}."]
+    for group in dict.fromkeys(r.group for run in runs for r in run):
+        counted = [[r for r in run if r.group == group] for run in runs]
+        each = [f"{sum(r.expected for r in run)}/{len(run)}" for run in counted]
+        lines.append(f"- {group}: {', '.join(each)}")
     return "\n".join(lines) + "\n"

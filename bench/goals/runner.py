@@ -30,7 +30,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from bench.goals.harm import harmful_changes
-from bench.goals.scenario import Scenario
+from bench.goals.scenario import Group, Scenario
 from bench.goals.snapshot import KINDS, Snapshot, list_kind, take
 from bench.harness import say
 from goalkeeper.controller import settings as operator_settings
@@ -96,6 +96,7 @@ class TrialResult:
     wall_seconds: float = 0.0
     harmful: list[str] = field(default_factory=list)
     approvals: list[str] = field(default_factory=list)
+    group: str = Group.public
 
 
 def exit_status(results: Sequence[TrialResult]) -> int:
@@ -294,6 +295,7 @@ class Suite:
                         expected=False,
                         misses=[str(error)],
                         wall_seconds=time.monotonic() - began,
+                        group=scenario.group,
                     )
                 return self._trial(api, scenario, setup, began)
             finally:
@@ -412,6 +414,7 @@ class Suite:
             wall_seconds=time.monotonic() - began,
             harmful=harmful,
             approvals=approvals,
+            group=scenario.group,
         )
         verdict = "as expected" if result.expected else "NOT as expected"
         say(

@@ -85,6 +85,15 @@ class Answer(StrEnum):
     reject = "reject"
 
 
+class Group(StrEnum):
+    """When a scenario was written: the shapes the trials began with, or those written after
+    the typed reading and before any tuning to them. Each group's figures are printed apart,
+    so a rule fitted to the first group shows as a gap between the two."""
+
+    public = "public"
+    new_shapes = "new shapes"
+
+
 @dataclass(frozen=True)
 class Patch:
     """A change a person makes after the objects are ready and before the Monitor starts
@@ -119,6 +128,7 @@ class Scenario:
     grants: tuple[str, ...] = ()
     namespace_labels: Mapping[str, str] = field(default_factory=dict)
     every_minutes: int = 1
+    group: Group = Group.public
 
     @property
     def namespace(self) -> str:

@@ -15,7 +15,7 @@ from bench.goals.catalogue import SCENARIOS, by_name
 from bench.goals.harm import harmful_changes
 from bench.goals.report import markdown, repeats
 from bench.goals.runner import StepRecord, TrialResult, exit_status, judge, timeout_for
-from bench.goals.scenario import Allowance, Expected, Scenario, allow, path, show_path
+from bench.goals.scenario import Allowance, Expected, Group, Scenario, allow, path, show_path
 from bench.goals.snapshot import KINDS, Snapshot, take
 
 from goalkeeper.core.models import MonitorSpec, StopReason
@@ -393,11 +393,47 @@ def test_repeated_runs_give_each_scenario_a_pass_rate_and_its_spend_per_check() 
         TrialResult("a", "x", "goalComplete", True, steps=settled, checks=1),
         TrialResult("b", "y", "goalComplete", True, steps=observe, checks=1),
     ]
+    for run in (first, second):
+        run[1].group = Group.new_shapes
     text = repeats([first, second])
     assert "## Pass rates over 2 runs" in text
     assert re.search(r"\| a +\| 2/2 +\| 1\.00 +\| 1,500 +\| 0 +\| goalComplete, goalComplete", text)
     assert re.search(r"\| b +\| 1/2 +\| 2\.00 +\| 3,000 +\| 0 +\| timed out, goalComplete", text)
-    assert text.rstrip().endswith("As expected in each run: 1/2, 2/2.")
+    assert text.rstrip().endswith(
+        "As expected in each run: 1/2, 2/2.\n- public: 1/1, 1/1\n- new shapes: 0/1, 1/1"
+    )
+
+
+def test_each_group_prints_its_outcomes_and_what_its_observe_checks_cost() -> None:
+    def observe(tokens: int, seconds: float, requests: int) -> StepRecord:
+        return StepRecord("observe", "Succeeded", seconds, tokens, 10, requests=requests)
+
+    extract = StepRecord("extract", "Succeeded", 9.0, 1_000, 50, requests=1)
+    public = TrialResult(
+        "a",
+        "x",
+        "goalComplete",
+        True,
+        checks=3,
+        steps=[extract, observe(3_000, 30.0, 1), observe(0, 1.0, 0), observe(6_000, 50.0, 2)],
+    )
+    spoiled = TrialResult(
+        "b", "y", "timed out", False, harmful=["Job/b: deleted"], group=Group.new_shapes
+    )
+    new = TrialResult(
+        "c", "z", "failed", True, checks=1, steps=[observe(2_000, 20.0, 1)], group=Group.new_shapes
+    )
+    text = markdown([public, spoiled, new], model="m", minute=60)
+    # Per check over the accepted checks: 3 requests and 9,000 tokens over 3; the extract
+    # step's spend is not an observe check's, the settled check sent none.
+    assert re.search(
+        r"\| public +\| 1/1 +\| 0 +\| 3 +\| 1 +\| 1\.00 +\| 3,000 +\| 3,000 +\| 30 +\| 30 +\|",
+        text,
+    )
+    assert re.search(
+        r"\| new shapes +\| 1/2 +\| 1 +\| 1 +\| 0 +\| 1\.00 +\| 2,000 +\| 2,000 +\| 20 +\| 20 +\|",
+        text,
+    )
 
 
 # --- the catalogue ------------------------------------------------------------------------------
@@ -406,6 +442,7 @@ def test_repeated_runs_give_each_scenario_a_pass_rate_and_its_spend_per_check() 
 def test_the_catalogue_has_at_least_15_scenarios_with_unique_kebab_case_names() -> None:
     names = [s.name for s in SCENARIOS]
     assert len(names) >= 15 and len(set(names)) == len(names)
+    assert sum(s.group is Group.new_shapes for s in SCENARIOS) >= 10
     for name in names:
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name), name
         assert len(f"trial-{name}") <= 63
