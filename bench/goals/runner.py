@@ -96,7 +96,7 @@ class TrialResult:
     wall_seconds: float = 0.0
     harmful: list[str] = field(default_factory=list)
     approvals: list[str] = field(default_factory=list)
-    group: str = Group.public
+    group: Group = Group.public
 
 
 def exit_status(results: Sequence[TrialResult]) -> int:

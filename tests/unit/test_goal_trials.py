@@ -385,16 +385,15 @@ def test_the_table_has_a_row_per_trial_and_lists_each_harmful_mutation() -> None
 def test_repeated_runs_give_each_scenario_a_pass_rate_and_its_spend_per_check() -> None:
     observe = [StepRecord("observe", "Succeeded", 4.0, 3000, 30, requests=2)]
     settled = [StepRecord("observe", "Succeeded", 0.5, 0, 0, requests=0)]
+    new = Group.new_shapes
     first = [
         TrialResult("a", "x", "goalComplete", True, steps=observe, checks=1),
-        TrialResult("b", "y", "timed out", False, steps=observe, checks=1),
+        TrialResult("b", "y", "timed out", False, steps=observe, checks=1, group=new),
     ]
     second = [
         TrialResult("a", "x", "goalComplete", True, steps=settled, checks=1),
-        TrialResult("b", "y", "goalComplete", True, steps=observe, checks=1),
+        TrialResult("b", "y", "goalComplete", True, steps=observe, checks=1, group=new),
     ]
-    for run in (first, second):
-        run[1].group = Group.new_shapes
     text = repeats([first, second])
     assert "## Pass rates over 2 runs" in text
     assert re.search(r"\| a +\| 2/2 +\| 1\.00 +\| 1,500 +\| 0 +\| goalComplete, goalComplete", text)
