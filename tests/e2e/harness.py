@@ -454,6 +454,29 @@ class Cluster:
             if e.involved_object.kind == "Monitor" and (reason is None or e.reason == reason)
         ]
 
+    def posted(
+        self, reason: str, count: int = 1, monitor: str | None = None, within: float = 30
+    ) -> list[Any]:
+        """The `reason` Events (of `monitor`, or of every Monitor) once there are `count` or
+        more: the operator posts each just after the status write a test waits on, so a
+        read at once may miss the newest."""
+
+        def of_monitor() -> list[Any]:
+            items = self.events(reason)
+            return [e for e in items if monitor is None or e.involved_object.name == monitor]
+
+        found = wait_until(
+            lambda: items if len(items := of_monitor()) >= count else None,
+            within,
+            f"{count} {reason} Event(s)",
+            lambda: str(sorted(e.metadata.name for e in of_monitor())),
+        )
+        return list(found)
+
+    def reports(self, count: int, monitor: str | None = None) -> list[Any]:
+        """The Report Events once there are `count` or more (`posted`)."""
+        return self.posted("Report", count, monitor)
+
     def target(self, *, done: int = 21, **job: Any) -> None:
         """The scenario's target: Job build and its progress ConfigMap."""
         self.batch.create_namespaced_job(self.ns, build_job(self.ns, **job))

@@ -83,7 +83,7 @@ def test_acceptance_01_goal_already_complete(
         "extract",
         "observe",
     }
-    reports = cluster.events("Report")
+    reports = cluster.reports(1)
     assert len(reports) == 1 and "Goal: complete" in report_text(reports[0])
     assert reports[0].message.startswith("check 1: goal complete, work complete")
 

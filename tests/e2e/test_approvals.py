@@ -136,7 +136,7 @@ def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
     )
     assert status["health"]["state"] == "AwaitingHuman"
     assert status["activity"] == "awaitingApproval" and not cluster.step_kinds().count("act")
-    (asked,) = cluster.events("ApprovalRequested")
+    (asked,) = cluster.posted("ApprovalRequested")
     assert asked.type == "Warning" and request["id"] in asked.message
     # What the user sees, printed for the README.
     print(control_plane.kubectl("get", "monitors", "-n", cluster.ns).stdout)
@@ -208,7 +208,7 @@ def test_an_approver_approves_as_themselves_and_the_monitor_acts_then_verifies(
     assert me in granted and "added 5.00 USD to the cost ceiling for this action" in granted
     assert stopped["spend"]["total"]["amount"] == 15
     assert stopped["health"]["state"] == "Healthy"
-    assert cluster.events("ApprovalAccepted")
+    assert cluster.posted("ApprovalAccepted")
     print(control_plane.kubectl("get", "monitorapprovals", "-n", cluster.ns).stdout)
 
 
@@ -231,7 +231,8 @@ def test_a_rejection_after_an_operator_restart_stops_with_the_final_report(
     assert stopped["stop"]["message"].endswith(": too dear")
     assert stopped["approvals"][0]["requestId"] == request["id"]
     assert cluster.step_kinds() == ["extract", "observe"]
-    final = [e for e in cluster.events("Report") if e.metadata.name.endswith("check-1-final")]
+    # check 1's report and the final one.
+    final = [e for e in cluster.reports(2) if e.metadata.name.endswith("check-1-final")]
     assert len(final) == 1 and "Stopped: system:serviceaccount:" in report_text(final[0])
     # Nothing is open any more to answer.
     again = goalkeeper(approver, "approve", "build", "-n", cluster.ns)

@@ -172,7 +172,7 @@ def test_a_reading_that_turns_a_prohibition_into_a_grant_is_dropped(
     assert "act" not in cluster.step_kinds()
     job = cluster.batch.read_namespaced_job("build", cluster.ns)
     assert job.spec.suspend is True, "the Job the task said must not be resumed stays suspended"
-    recorded = [e for e in cluster.events("AuthorityRecorded")]
+    recorded = cluster.posted("AuthorityRecorded")
     assert len(recorded) == 1 and recorded[0].type == "Warning"
 
 

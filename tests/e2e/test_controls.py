@@ -150,7 +150,7 @@ def test_a_pause_takes_the_running_steps_result_then_launches_nothing_until_resu
     status = wait_until(lambda: paused_status(cluster, 1), 90, "the paused monitor", operator.logs)
     assert cluster.step_phase(step["metadata"]["name"]) == "Succeeded"
     assert status["monitor"] == "active" and status.get("stop") is None
-    reports = cluster.events("Report")
+    reports = cluster.reports(1)
     assert len(reports) == 1 and reports[0].message.startswith("check 1:")
     reasons = {c["type"]: c["reason"] for c in status["conditions"]}
     assert (reasons["Ready"], reasons["Progressing"]) == ("Paused", "Paused"), reasons
@@ -206,7 +206,7 @@ def test_a_pause_takes_the_running_steps_result_then_launches_nothing_until_resu
         "the resumed check",
         operator.logs,
     )
-    assert len(cluster.events("Report")) == 2
+    assert len(cluster.reports(2)) == 2
 
     # The other way round: `goalkeeper pause` on a waiting monitor, kubectl to resume.
     paused = goalkeeper(control_plane.kubeconfig, "pause", "build", "-n", ns)
@@ -266,7 +266,7 @@ def test_check_now_starts_one_check_per_value_through_kubectl_and_the_cli(
         operator.logs,
     )
     assert status["checkNowHandled"] == "first-request"
-    assert len(cluster.events("Report")) == 2
+    assert len(cluster.reports(2)) == 2
 
     # The same value again, with another annotation so the operator surely reads it: no check.
     before = names(cluster)
@@ -312,7 +312,7 @@ def test_check_now_starts_one_check_per_value_through_kubectl_and_the_cli(
         operator.logs,
     )
     assert status["checkNowHandled"] == value
-    assert len(cluster.events("Report")) == 3
+    assert len(cluster.reports(3)) == 3
     # Nothing of this touched the spec.
     assert cluster.monitor()["metadata"]["generation"] == generation
     assert not status.get("previousRuns")

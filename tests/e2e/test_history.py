@@ -84,14 +84,24 @@ def test_history_prints_each_checks_report_with_its_time_and_step(
     assert cluster.step_kinds() == ["extract", "observe", "observe", "act", "observe"]
 
     # Each check's report is on the observe step whose observation made it, as the API
-    # server has it; the Events carry the same text (until they expire).
-    events = {e.metadata.name.rsplit("-", 1)[-1]: report_text(e) for e in cluster.events("Report")}
+    # server has it; the Events carry the same text (until they expire). Both are written
+    # just after the status write that stopped the run.
+    events = {e.metadata.name.rsplit("-", 1)[-1]: report_text(e) for e in cluster.reports(3)}
+
+    def reports_kept() -> dict[int, dict[str, Any]]:
+        return {
+            int(s["metadata"]["annotations"][CHECK]): s
+            for s in cluster.steps()
+            if REPORT in (s["metadata"].get("annotations") or {})
+        }
+
+    kept = wait_until(
+        lambda: found if len(found := reports_kept()) >= 3 else None,
+        30,
+        "three checks' reports kept on their steps",
+        lambda: str(sorted(reports_kept())),
+    )
     steps = cluster.steps()
-    kept = {
-        int(s["metadata"]["annotations"][CHECK]): s
-        for s in steps
-        if REPORT in (s["metadata"].get("annotations") or {})
-    }
     assert sorted(kept) == [1, 2, 3]
     assert [kept[n]["spec"]["seq"] for n in (1, 2, 3)] == [2, 3, 5]
     for n, step in kept.items():

@@ -96,7 +96,7 @@ def test_a_namespace_instruction_refuses_an_action_the_task_allows(
     assert cluster.batch.read_namespaced_job("build", cluster.ns).spec.suspend is True
     [read] = readings(model)
     assert NEVER_RESUME in read
-    [recorded] = cluster.events("AuthorityRecorded")
+    [recorded] = cluster.posted("AuthorityRecorded")
     assert "with the namespace instructions (ConfigMap goalkeeper-instructions" in (
         recorded.message
     )
@@ -131,7 +131,7 @@ def test_an_instruction_that_grants_is_quoted_as_the_namespaces_and_the_act_runs
     assert "act" in cluster.step_kinds()
     assert cluster.batch.read_namespaced_job("build", cluster.ns).status.succeeded == 1
     # The first report shows what was read, and whose words granted it.
-    texts = [report_text(e) for e in cluster.events("Report")]
+    texts = [report_text(e) for e in cluster.reports(status["checks"])]
     [first] = [t for t in texts if "Authority (read from the task" in t]
     assert f'"{MAY_RESUME}" (the namespace instructions)' in first
 

@@ -101,7 +101,7 @@ def test_invalid_step_result_is_rejected_and_not_counted(
     answer.set()
     status = wait_until(cluster.stopped, 90, "the retried check", operator.logs)
     assert status["checks"] == 1
-    assert len(cluster.events("Report")) == 1
+    assert len(cluster.reports(1)) == 1
 
 
 def test_deleting_a_monitor_mid_step_kills_the_step(
@@ -169,7 +169,7 @@ def test_a_missing_observer_account_is_waited_out_with_a_clear_reason(
     )
     assert status["monitor"] == "active" and status["checks"] == 0
     assert cluster.steps() == []
-    failed = cluster.events("StepFailed")
+    failed = cluster.posted("StepFailed")
     assert failed and failed[0].type == "Warning" and missing in failed[0].message
     # The namespace admin puts the account back: the run carries on and finishes.
     account = client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="goalkeeper-observer"))
@@ -250,7 +250,7 @@ def test_step_history_is_pruned_to_its_bound(
     # Step 1 read the task; steps 2 to 5 were the checks.
     assert [s["spec"]["seq"] for s in cluster.steps()] == [4, 5]
     wait_until(lambda: len(cluster.step_jobs()) == 2, 60, "pruned steps' Jobs to be collected")
-    assert len(cluster.events("Report")) == 4
+    assert len(cluster.reports(4)) == 4
 
 
 def test_a_step_job_that_keeps_failing_is_retried_with_growing_delays_until_the_window_ends(
@@ -435,9 +435,10 @@ def test_an_act_step_that_ends_without_a_result_leaves_its_outcome_to_the_next_c
     assert f"Job {name} failed (BackoffLimitExceeded)" in last["evidence"]
     assert "ended Error (exit code 137)" in last["evidence"]
     assert "the next observation decides" in last["evidence"]
-    [told] = cluster.events("StepFailed")
+    [told] = cluster.posted("StepFailed")
     assert "ended without a result" in told.message and "is unknown" in told.message
-    [second] = [e for e in cluster.events("Report") if e.metadata.name.endswith(".check-2")]
+    reports = cluster.reports(status["checks"])
+    [second] = [e for e in reports if e.metadata.name.endswith(".check-2")]
     said = report_text(second)
     assert (
         "Last action outcome: unknown: Whether the action took effect is unknown; the next "

@@ -133,9 +133,9 @@ def test_a_model_outage_is_ridden_out_and_the_run_finishes(
     failed = failed_observes(cluster)
     # Only accepted observations are checks: the first and the one after the outage.
     assert stopped["checks"] == 2, (stopped["checks"], len(failed))
-    assert len(cluster.events("Report")) == 2
+    assert len(cluster.reports(2)) == 2
     assert len(failed) >= FAILED_AT_LEAST
     assert len(model.refused) >= len(failed)
     assert all(r.status == 503 for r in model.refused)
-    assert len(cluster.events("StepFailed")) >= 1
+    assert len(cluster.posted("StepFailed")) >= 1
     print(f"{len(failed)} failed observe steps, {len(model.refused)} refused model requests")

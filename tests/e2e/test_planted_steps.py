@@ -95,7 +95,7 @@ def stopped_naming(cluster: Cluster, operator: OperatorProcess, planted: str) ->
     message = stopped["stop"]["message"]
     assert planted in message and "is not the step goalkeeper launches" in message, message
     assert stopped["checks"] == 1, "nothing of the planted step was taken as a check"
-    (event,) = cluster.events("Stopped")
+    (event,) = cluster.posted("Stopped")
     assert planted in event.message and event.type == "Warning"
     return stopped
 

@@ -68,7 +68,7 @@ def test_a_check_is_one_trace_from_the_operator_through_its_step(
     assert all(int(s.attributes["gen_ai.usage.input_tokens"]) > 0 for s in chats)
     assert root.attributes["goalkeeper.goal"] == "complete"
 
-    (report,) = [e for e in cluster.events("Report")]
+    (report,) = cluster.reports(1)
     assert report.message.endswith(f"(trace {trace.trace_id})")
     described = control_plane.kubectl("describe", "monitor", "build", "-n", cluster.ns).stdout
     assert trace.trace_id in described

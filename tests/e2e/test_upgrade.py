@@ -392,7 +392,7 @@ def test_an_upgrade_from_the_last_release_keeps_every_run(
         assert [s["metadata"]["name"] for s in observe_steps(cluster, "inflight")] == [in_flight]
         assert cluster.step_phase(in_flight) == "Succeeded"
         assert len(cases.scenarios["inflight"].observed) == 1, "the model was asked once"
-        assert len(report_events(cluster, "inflight")) == 1
+        assert len(cluster.reports(1, "inflight")) == 1
 
         # The approval asked for by the release is answered now, and its action runs.
         approver = account(control_plane, cluster, "approver", tmp_path, role=True)
@@ -440,7 +440,7 @@ def test_an_upgrade_from_the_last_release_keeps_every_run(
         assert checked["monitor"] == "active" and checked["activity"] == "waiting", checked
         following = at(checked["schedule"]["nextCheckAt"]) - at(checked["schedule"]["lastCheckAt"])
         assert abs(following.total_seconds() - TIMER_MINUTES) <= 2, checked["schedule"]
-        assert len(report_events(cluster, "timer")) == 2
+        assert len(cluster.reports(2, "timer")) == 2
 
         # The stopped monitor stays stopped with its report, nothing ran for it again. (A
         # stopped monitor is only read from the watch, which logs nothing of it; by now the

@@ -98,7 +98,7 @@ def test_a_job_that_finishes_mid_wait_stops_the_monitor_within_seconds_after_a_r
     )
     assert all(s["spec"]["input"]["wokenBy"].startswith("Job/build: ") for s in steps[1:])
     # One report per check, and the last says what woke it.
-    reports = cluster.events("Report")
+    reports = cluster.reports(stopped["checks"])
     assert len(reports) == stopped["checks"] == len(steps)
     assert "Checked: woken by Job/build: " in stopped["report"]
     assert any("Checked: woken by Job/build" in report_text(e) for e in reports)

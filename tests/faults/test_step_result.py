@@ -131,7 +131,7 @@ def test_an_act_result_written_while_the_api_server_is_down_lands_once_it_is_bac
                 status = wait_until(cluster.stopped, 180, "the monitor to stop", operator.logs)
                 steps = cluster.steps()
                 failed = cluster.events("StepFailed")
-                reports = sorted(cluster.events("Report"), key=lambda e: e.metadata.name)
+                reports = cluster.reports(status["checks"])
                 act_job = cluster.batch.read_namespaced_job(
                     next(s for s in steps if s["spec"]["kind"] == "act")["metadata"]["name"],
                     NAMESPACE,
