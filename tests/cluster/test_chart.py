@@ -750,7 +750,7 @@ def finish_one_monitor(api_client: Any, namespace: str, model: ModelServer) -> N
     status = wait_for(cluster.stopped, 180, "the monitor to stop")
     assert status["stop"]["reason"] == "goalComplete"
     assert status["checks"] == 1
-    reports = cluster.events("Report")
+    reports = cluster.reports(1)
     assert len(reports) == 1 and "Goal: complete" in report_text(reports[0])
     # Deleted while the operator runs, so nothing waits on it once the release is gone.
     cluster.custom.delete_namespaced_custom_object(

@@ -138,6 +138,12 @@ def steady(driver: Any, read: Any, what: str, timeout: float = 60) -> Any:
     return found[0]
 
 
+def plotted(driver: Any) -> int:
+    """How many points the page's plot of the modules track shows."""
+    circles = 'figure[data-track="modules"] circle'
+    return int(steady(driver, lambda: len(driver.find_elements("css selector", circles)), "plot"))
+
+
 def press(driver: Any, css: str) -> None:
     """Click what `css` finds once it is there, found again if the page swapped it."""
     seen(driver, css)
@@ -212,14 +218,20 @@ def test_a_person_follows_and_answers_a_monitor_in_the_console(
         browser.get(page)
         # Check 1 asks for approval; the page follows the Monitor live.
         seen(browser, "#approve", 120)
-        points = steady(
-            browser,
-            lambda: len(
-                browser.find_elements(By.CSS_SELECTOR, 'figure[data-track="modules"] circle')
-            ),
-            "the plot",
+
+        # The point is the check's report kept on its step, written just after the status:
+        # the page follows the Monitor, not its steps, so it is read again until it shows.
+        def check_1_plotted() -> bool:
+            if plotted(browser) == 1:
+                return True
+            browser.get(page)
+            seen(browser, "#approve")
+            return False
+
+        wait_until(
+            check_1_plotted, 60, "check 1's point on the plot", lambda: browser.page_source[-3000:]
         )
-        assert points == cluster.status()["checks"] == 1
+        assert cluster.status()["checks"] == 1
         # The report's markup is text: nothing ran, no element was made from it.
         text, children = steady(
             browser,
@@ -295,19 +307,27 @@ def test_a_person_follows_and_answers_a_monitor_in_the_console(
         )
         status = cluster.status()
         assert status["stop"]["reason"] == "goalComplete"
-        browser.get(page)
-        seen(browser, ".state-stopped")
-        points = browser.find_elements(By.CSS_SELECTOR, 'figure[data-track="modules"] circle')
+
         # One point per accepted check that read the track: a check the facts settled
-        # without a model reads no progress.
-        reported = [
-            s
-            for s in cluster.steps()
-            if s["spec"]["kind"] == "observe"
-            and "goalkeeper.dev/check" in (s["metadata"].get("annotations") or {})
-            and (s["status"].get("result") or {}).get("progress")
-        ]
-        assert len(reported) >= 2 and len(points) == len(reported) <= status["checks"]
+        # without a model reads no progress. The stopping check's report is kept on its
+        # step just after the status write, so the page is read again until both agree.
+        def page_and_steps() -> tuple[int, int] | None:
+            browser.get(page)
+            seen(browser, ".state-stopped")
+            points = plotted(browser)
+            reported = [
+                s
+                for s in cluster.steps()
+                if s["spec"]["kind"] == "observe"
+                and "goalkeeper.dev/check" in (s["metadata"].get("annotations") or {})
+                and (s["status"].get("result") or {}).get("progress")
+            ]
+            return (points, len(reported)) if points == len(reported) >= 2 else None
+
+        points, _ = wait_until(
+            page_and_steps, 60, "one point per kept report", lambda: browser.page_source[-3000:]
+        )
+        assert points <= status["checks"]
         assert browser.execute_script("return window.__ran === undefined")
         browser.set_window_size(1280, 1700)
         browser.save_screenshot(str(DOCS / "console-monitor.png"))

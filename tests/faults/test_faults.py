@@ -193,7 +193,16 @@ def test_fleet_survives_faults(
                     if not _settled(api):
                         break  # the verdict below names what is stuck
                 proxy.faults = Faults()
-                verdict = fleet.judge(api, NAMESPACE, names, model, repair_log, chaos.faulted_steps)
+                # A check's Report Event is posted just after its status write: a report
+                # missing at the first read is lost only if it is still missing later.
+                lost_by = time.monotonic() + 30
+                while True:
+                    verdict = fleet.judge(
+                        api, NAMESPACE, names, model, repair_log, chaos.faulted_steps
+                    )
+                    if not verdict.lost or time.monotonic() > lost_by:
+                        break
+                    time.sleep(1.0)
                 failing = verdict.failing_monitors()
                 steps = {name: fleet.step_lines(api, NAMESPACE, name) for name in failing[:8]}
             finally:
