@@ -41,6 +41,10 @@ from tests.support.model_server import ModelServer
 
 pytestmark = pytest.mark.cluster
 
+# One who hands a goal over and follows its steps live (a page follows them by a watch).
+FOLLOWS = [*HANDS_OVER, {"apiGroups": [GROUP], "resources": ["monitorsteps"], "verbs": ["watch"]}]
+REPORT, CHECK = "goalkeeper.dev/report", "goalkeeper.dev/check"
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 DOCS = ROOT / "docs"
@@ -184,7 +188,7 @@ def test_a_person_follows_and_answers_a_monitor_in_the_console(
     gate = tmp_path / "build-may-finish"
     cluster.target(gate=gate)
     model.default = Scenario(cluster.ns, marked_report, reading=READING)
-    alice_config = kubeconfig(control_plane, cluster, "alice", HANDS_OVER, tmp_path)
+    alice_config = kubeconfig(control_plane, cluster, "alice", FOLLOWS, tmp_path)
     me = f"system:serviceaccount:{cluster.ns}:alice"
     alice = client.CustomObjectsApi(config.new_client_from_config(str(alice_config)))
     alice.create_namespaced_custom_object(
@@ -218,20 +222,36 @@ def test_a_person_follows_and_answers_a_monitor_in_the_console(
         browser.get(page)
         # Check 1 asks for approval; the page follows the Monitor live.
         seen(browser, "#approve", 120)
-
-        # The point is the check's report kept on its step, written just after the status:
-        # the page follows the Monitor, not its steps, so it is read again until it shows.
-        def check_1_plotted() -> bool:
-            if plotted(browser) == 1:
-                return True
-            browser.get(page)
-            seen(browser, "#approve")
-            return False
-
+        # The page follows the Monitor and its steps: check 1's point, drawn from its report
+        # kept on its step just after the status write, comes without a reload.
         wait_until(
-            check_1_plotted, 60, "check 1's point on the plot", lambda: browser.page_source[-3000:]
+            lambda: plotted(browser) == 1,
+            60,
+            "check 1's point on the plot",
+            lambda: browser.page_source[-3000:],
         )
         assert cluster.status()["checks"] == 1
+        # A change to a step alone reaches the page too: check 1's kept report taken off its
+        # step and put back (as `kubectl annotate` does) takes the point away and back.
+        [first] = [
+            s for s in cluster.steps() if (s["metadata"].get("annotations") or {}).get(CHECK) == "1"
+        ]
+        kept = first["metadata"]["annotations"][REPORT]
+        for report, points in ((None, 0), (kept, 1)):
+            cluster.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                cluster.ns,
+                "monitorsteps",
+                first["metadata"]["name"],
+                {"metadata": {"annotations": {REPORT: report}}},
+            )
+            wait_until(
+                lambda points=points: plotted(browser) == points,
+                60,
+                f"{points} point(s) on the live page",
+                lambda: browser.page_source[-3000:],
+            )
         # The report's markup is text: nothing ran, no element was made from it.
         text, children = steady(
             browser,

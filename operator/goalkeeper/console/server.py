@@ -18,6 +18,7 @@ report a model or a target wrote is shown as text, never run. No Secret is ever 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import io
@@ -37,7 +38,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from goalkeeper.console import views
-from goalkeeper.controller.manifests import GROUP, VERSION
+from goalkeeper.controller.manifests import GROUP, LABEL_MONITOR, VERSION, label_value
 
 log = logging.getLogger("goalkeeper.console")
 
@@ -780,9 +781,14 @@ def build_app(console: Console) -> web.Application:
         namespace, name = _names(request)
 
         def follow(watching: Watching) -> None:
+            steps = threading.Thread(
+                target=_follow_steps, args=(person, namespace, name, watching), daemon=True
+            )
+            steps.start()
             _follow_list(person, namespace, watching, name=name)
+            steps.join()
 
-        return await stream(request, 1, follow)
+        return await stream(request, 2, follow)
 
     app = web.Application(middlewares=[headers, who], client_max_size=64 * 1024)
     root = console.root
@@ -824,51 +830,29 @@ def _shut(response: Any) -> None:
     shut(response, "a live-update watch")
 
 
-def _follow_list(
-    person: Person,
-    namespace: str | None,
+def _follow(
+    listing: Callable[..., dict[str, Any]],
     watching: Watching,
-    *,
-    name: str | None = None,
+    listed: Callable[[list[dict[str, Any]]], None],
+    changed: Callable[[str, dict[str, Any]], None],
 ) -> None:
-    """Follow the Monitors of `namespace` (None: all; `name`: that one) with a watch until
-    the stream stops: a SYNC of every row after each list, then each change as it comes."""
+    """Follow what `listing` lists with a watch until the stream stops: `listed` with the
+    items after each list, then `changed` with each change as it comes."""
     from goalkeeper.controller.targets import Gone, watch_events
 
-    custom = _custom(person)
-    selector = {"field_selector": f"metadata.name={name}"} if name else {}
     stop = watching.stop
     while not stop.is_set():
-        if namespace is None:
-            listing = custom.list_cluster_custom_object(GROUP, VERSION, "monitors")
-        else:
-            listing = custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, "monitors", **selector
-            )
-        now = datetime.now(UTC)
-        watching.emit(
-            {
-                "type": "SYNC",
-                "namespace": namespace,
-                "rows": [r.as_event("ADDED") for r in views.rows(listing.get("items") or [], now)],
-            }
-        )
-        version = (listing.get("metadata") or {}).get("resourceVersion")
+        found = listing()
+        listed(found.get("items") or [])
+        version = (found.get("metadata") or {}).get("resourceVersion")
         while not stop.is_set():
-            args: dict[str, Any] = {
-                "watch": True,
-                "resource_version": version,
-                "timeout_seconds": WATCH_SECONDS,
-                "_preload_content": False,
-                "_request_timeout": WATCH_SECONDS + 30,
-                **selector,
-            }
-            if namespace is None:
-                response = custom.list_cluster_custom_object(GROUP, VERSION, "monitors", **args)
-            else:
-                response = custom.list_namespaced_custom_object(
-                    GROUP, VERSION, namespace, "monitors", **args
-                )
+            response = listing(
+                watch=True,
+                resource_version=version,
+                timeout_seconds=WATCH_SECONDS,
+                _preload_content=False,
+                _request_timeout=WATCH_SECONDS + 30,
+            )
             watching.opened.append(response)
             try:
                 for event in _events(watch_events(response), stop):
@@ -876,7 +860,7 @@ def _follow_list(
                     version = (body.get("metadata") or {}).get("resourceVersion") or version
                     kind = str(event.get("type"))
                     if kind in ("ADDED", "MODIFIED", "DELETED"):
-                        watching.emit(views.row(body, datetime.now(UTC)).as_event(kind))
+                        changed(kind, body)
             except Gone:
                 break
             except Exception:
@@ -886,6 +870,70 @@ def _follow_list(
             finally:
                 watching.opened.remove(response)
                 _shut(response)
+
+
+def _follow_list(
+    person: Person,
+    namespace: str | None,
+    watching: Watching,
+    *,
+    name: str | None = None,
+) -> None:
+    """Follow the Monitors of `namespace` (None: all; `name`: that one) until the stream
+    stops: a SYNC of every row after each list, then each change as it comes."""
+    custom = _custom(person)
+    listing: Callable[..., dict[str, Any]]
+    if namespace is None:
+        listing = functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, "monitors")
+    else:
+        selector = {"field_selector": f"metadata.name={name}"} if name else {}
+        listing = functools.partial(
+            custom.list_namespaced_custom_object, GROUP, VERSION, namespace, "monitors", **selector
+        )
+
+    def listed(items: list[dict[str, Any]]) -> None:
+        rows = views.rows(items, datetime.now(UTC))
+        watching.emit(
+            {"type": "SYNC", "namespace": namespace, "rows": [r.as_event("ADDED") for r in rows]}
+        )
+
+    def changed(kind: str, body: dict[str, Any]) -> None:
+        watching.emit(views.row(body, datetime.now(UTC)).as_event(kind))
+
+    _follow(listing, watching, listed, changed)
+
+
+def _follow_steps(person: Person, namespace: str, name: str, watching: Watching) -> None:
+    """Tell a Monitor's page of each change of its steps, which it reads again: a check's
+    report kept on its step (the plot's point) comes just after the Monitor's own change,
+    and a step's phase changes on the step alone. Someone who may not watch the steps
+    follows the Monitor only, as before; any other failure ends the live updates."""
+    custom = _custom(person)
+    listing = functools.partial(
+        custom.list_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        "monitorsteps",
+        label_selector=f"{LABEL_MONITOR}={label_value(name)}",
+    )
+    lists = 0
+
+    def listed(items: list[dict[str, Any]]) -> None:
+        nonlocal lists
+        lists += 1
+        if lists > 1:  # listed again after the watch expired: a change may have been missed
+            watching.emit({"type": "STEPS"})
+
+    try:
+        _follow(listing, watching, listed, lambda kind, body: watching.emit({"type": "STEPS"}))
+    except Exception as error:
+        if watching.stop.is_set():
+            return
+        if _forbidden(error):
+            log.debug("%s/%s: the steps are not followed live: %s", namespace, name, error)
+            return
+        watching.emit({"type": "ERROR", "message": _api_refusal(error)[1]})
 
 
 def _events(events: Iterator[dict[str, Any]], stop: threading.Event) -> Iterator[dict[str, Any]]:
