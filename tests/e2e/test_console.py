@@ -23,6 +23,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from goalkeeper.console.server import Person, Watching, _follow_steps
 from goalkeeper.monitors import monitor_manifest
 from tests.e2e.harness import (
     BIN,
@@ -392,6 +393,18 @@ def test_a_person_follows_and_answers_a_monitor_in_the_console(
 
     # In a cluster the console holds no credentials: each person signs in with a token.
     bob_config = kubeconfig(control_plane, cluster, "bob", LOOKS_ON, tmp_path)
+
+    # One who may not list the steps (bob), or list but not watch them (carol), follows the
+    # Monitor alone: following its steps ends at the refusal, and tells the page nothing.
+    carol_config = kubeconfig(control_plane, cluster, "carol", HANDS_OVER, tmp_path)
+    for who, path in (("bob", bob_config), ("carol", carol_config)):
+        told: list[Any] = []
+        watching = Watching(threading.Event(), [], told.append)
+        _follow_steps(
+            Person(config.new_client_from_config(str(path)), who), cluster.ns, "build", watching
+        )
+        assert told == [] and watching.opened == [], who
+
     with console(
         None,
         "--server",
